@@ -1,0 +1,93 @@
+// The CUDA driver, loaded lazily with dlopen: without it everything but launches works.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "warmup/compiler.h"
+#include "warmup/signature.h"
+
+namespace warmkey {
+
+using Stream = void*;  // a CUstream; nullptr is the default stream
+
+class Device;
+
+// RAII device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device* dev, std::uint64_t ptr, std::size_t bytes) : dev_(dev), ptr_(ptr), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return reinterpret_cast<void*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  Device* dev_ = nullptr;
+  std::uint64_t ptr_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+class Device {
+ public:
+  // The process-wide device (ordinal $WARMKEY_DEVICE or 0). Never throws: a missing driver or
+  // GPU leaves it unavailable with a reason.
+  static Device& instance();
+
+  bool available() const { return available_; }
+  const std::string& unavailable_reason() const { return reason_; }
+  std::string name() const { return name_; }
+  int multiprocessors() const { return sms_; }
+  std::string arch() const;  // "sm_90"
+
+  // Loads (once per digest) the module holding the kernel; returns the CUfunction.
+  void* function(const CompiledKernel& k);
+  // Launches with the LaunchSpec's geometry and arguments packed per the bound key.
+  void launch(const CompiledKernel& k, const BoundKey& bound, const LaunchSpec& spec, Stream stream);
+
+  DeviceBuffer alloc(std::size_t bytes);
+  void copy_to_device(void* dst, const void* src, std::size_t bytes);
+  void copy_to_host(void* dst, const void* src, std::size_t bytes);
+  void fill_bytes(void* dst, unsigned char value, std::size_t bytes);
+  void synchronize(Stream stream = nullptr);
+  Stream create_stream();
+  void destroy_stream(Stream s);
+  // Elapsed milliseconds of fn's device work on stream, measured with events.
+  template <class Fn>
+  float time_ms(Stream stream, Fn&& fn) {
+    void* start = record_event(stream);
+    fn();
+    void* stop = record_event(stream);
+    return elapsed_ms(start, stop);
+  }
+  void free(std::uint64_t ptr);
+  std::int64_t modules_loaded() const { return modules_loaded_; }
+
+ private:
+  Device();
+  void* record_event(Stream stream);
+  float elapsed_ms(void* start, void* stop);  // destroys both events
+  void check(int result, const char* what) const;
+
+  struct Api;
+  std::unique_ptr<Api> api_;
+  bool available_ = false;
+  std::string reason_;
+  std::string name_;
+  int sms_ = 0, major_ = 0, minor_ = 0;
+  void* context_ = nullptr;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::pair<void*, void*>> modules_;  // digest -> (CUmodule, CUfunction)
+  std::int64_t modules_loaded_ = 0;
+};
+
+}  // namespace warmkey

@@ -1,0 +1,153 @@
+// Warmup domains and their enumeration.
+#include "warmup/domain.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "warmup/binder.h"
+
+namespace warmkey {
+namespace {
+
+constexpr std::int64_t kI32Min = std::numeric_limits<std::int32_t>::min();
+constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
+constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
+
+// Smallest multiple of 16 >= x (saturating); returns false when none fits below hi.
+bool first_div16(std::int64_t lo, std::int64_t hi, std::int64_t* out) {
+  std::int64_t r = lo % 16;
+  if (r < 0) r += 16;
+  if (r == 0) {
+    *out = lo;
+    return lo <= hi;
+  }
+  std::int64_t pad = 16 - r;
+  if (lo > kI64Max - pad) return false;
+  *out = lo + pad;
+  return *out <= hi;
+}
+
+// Smallest x in [lo, hi] with x != 1 and x % 16 != 0.
+bool first_plain(std::int64_t lo, std::int64_t hi, std::int64_t* out) {
+  for (std::int64_t x = lo; x <= hi; ++x) {
+    if (x != 1 && x % 16 != 0) {
+      *out = x;
+      return true;
+    }
+    if (x == kI64Max) break;
+  }
+  return false;
+}
+
+void add_class_points(std::int64_t lo, std::int64_t hi, std::set<std::int64_t>& out) {
+  if (lo > hi) return;
+  if (lo <= 1 && 1 <= hi) out.insert(1);
+  std::int64_t x;
+  // i32 part
+  std::int64_t a = std::max(lo, kI32Min), b = std::min(hi, kI32Max);
+  if (a <= b) {
+    if (first_div16(a, b, &x)) out.insert(x);
+    if (first_plain(a, b, &x)) out.insert(x);
+  }
+  // i64 parts (below and above the i32 range)
+  if (lo < kI32Min) {
+    std::int64_t b2 = std::min(hi, kI32Min - 1);
+    if (first_div16(lo, b2, &x)) out.insert(x);
+    if (first_plain(lo, b2, &x)) out.insert(x);
+  }
+  if (hi > kI32Max) {
+    std::int64_t a2 = std::max(lo, kI32Max + 1);
+    if (first_div16(a2, hi, &x)) out.insert(x);
+    if (first_plain(a2, hi, &x)) out.insert(x);
+  }
+}
+
+}  // namespace
+
+std::vector<std::int64_t> class_points(std::int64_t lo, std::int64_t hi, const std::vector<std::int64_t>& boundaries) {
+  std::set<std::int64_t> out;
+  if (lo > hi) return {};
+  std::vector<std::int64_t> cuts(boundaries.begin(), boundaries.end());
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::int64_t start = lo;
+  for (std::int64_t c : cuts) {
+    if (c < lo || c > hi) continue;
+    if (c > start) add_class_points(start, c - 1, out);
+    out.insert(c);
+    if (c == kI64Max) return {out.begin(), out.end()};
+    start = c + 1;
+  }
+  add_class_points(start, hi, out);
+  return {out.begin(), out.end()};
+}
+
+std::vector<std::int64_t> class_reps(std::int64_t lo, std::int64_t hi) {
+  std::set<std::int64_t> reps;
+  for (std::int64_t p : class_points(lo, hi)) reps.insert(rep(p));
+  return {reps.begin(), reps.end()};
+}
+
+KeySpace& KeySpace::choices(std::string field, std::vector<KeyValue> values) {
+  Step s{Step::kChoices, {std::move(field)}, {}, {}, {}, {}};
+  for (auto& v : values) s.rows.push_back({std::move(v)});
+  steps_.push_back(std::move(s));
+  return *this;
+}
+
+KeySpace& KeySpace::zip(std::vector<std::string> fields, std::vector<std::vector<KeyValue>> rows) {
+  steps_.push_back(Step{Step::kZip, std::move(fields), std::move(rows), {}, {}, {}});
+  return *this;
+}
+
+KeySpace& KeySpace::where(std::function<bool(const CompileKey&)> pred) {
+  steps_.push_back(Step{Step::kWhere, {}, {}, std::move(pred), {}, {}});
+  return *this;
+}
+
+KeySpace& KeySpace::derive(std::string field, std::function<KeyValue(const CompileKey&)> fn) {
+  steps_.push_back(Step{Step::kDerive, {std::move(field)}, {}, {}, std::move(fn), {}});
+  return *this;
+}
+
+KeySpace& KeySpace::map(std::function<CompileKey(const CompileKey&)> fn) {
+  steps_.push_back(Step{Step::kMap, {}, {}, {}, {}, std::move(fn)});
+  return *this;
+}
+
+std::vector<CompileKey> KeySpace::enumerate() const {
+  std::vector<CompileKey> partial{CompileKey(kernel_, {})};
+  for (const Step& s : steps_) {
+    std::vector<CompileKey> next;
+    for (const CompileKey& k : partial) {
+      switch (s.kind) {
+        case Step::kChoices:
+        case Step::kZip:
+          for (const auto& row : s.rows) {
+            auto fields = k.fields();
+            for (std::size_t i = 0; i < s.fields.size(); ++i) fields.emplace_back(s.fields[i], row.at(i));
+            next.emplace_back(kernel_, std::move(fields));
+          }
+          break;
+        case Step::kWhere:
+          if (s.pred(k)) next.push_back(k);
+          break;
+        case Step::kDerive: {
+          auto fields = k.fields();
+          fields.emplace_back(s.fields[0], s.derive(k));
+          next.emplace_back(kernel_, std::move(fields));
+          break;
+        }
+        case Step::kMap: next.push_back(s.map(k)); break;
+      }
+    }
+    partial = dedup(std::move(next));
+  }
+  return partial;
+}
+
+std::vector<KeyValue> int_values(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace warmkey

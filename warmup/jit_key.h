@@ -1,0 +1,66 @@
+// JitKey: the full, readable identity of one compiled binary, and its file digest.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "warmup/binder.h"
+
+namespace warmkey {
+
+// Compile target shared by every key of a runtime: architecture and NVRTC options.
+struct CompileTarget {
+  std::string arch = "sm_90";
+  std::vector<std::string> options = {"-std=c++17", "-lineinfo"};
+  std::string nvrtc_version;  // "13.0"; filled from nvrtcVersion() by the compiler
+};
+
+struct ParamKey {
+  std::string name;
+  std::string type;  // "*bf16", "i32", "i64", "u64", "fp32", "u1", "constexpr"
+  std::string attr;  // "D", "", "1" (constexpr 1), "None" (missing pointer, bool, float)
+  bool writable = false;  // pointers the kernel writes (non-const in device code)
+  bool operator==(const ParamKey&) const = default;
+};
+
+struct JitKey {
+  std::string kernel;
+  std::string entry;  // device template instantiated with the generated Spec
+  std::string source_digest;
+  std::string arch;
+  std::string nvrtc_version;
+  std::vector<std::string> options;
+  std::vector<std::pair<std::string, std::int64_t>> constexprs;
+  std::vector<ParamKey> params;
+  std::array<unsigned, 3> block{1, 1, 1};
+
+  // "moe_mul_sum[BLOCK_M=16](x:*bf16:D, n:i32, m:constexpr=1){block=256}"
+  std::string signature_text() const;
+  // signature_text() plus arch, NVRTC version, options and the source digest: what the digest covers.
+  std::string text() const;
+  // 32 hex digits over text(); names the disk-cache file.
+  std::string digest() const;
+  bool operator==(const JitKey&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const JitKey& k);
+
+// Builds the full JitKey of a bound key under a target.
+JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target);
+
+// Field-by-field difference ("param num_tokens: i32:D -> i32"); empty when equal.
+std::vector<std::string> diff(const JitKey& from, const JitKey& to);
+
+// The NVRTC instantiation of a key, generated from the JitKey alone: a Spec struct named
+// `struct_name` exposing every constexpr and, per parameter p, `p_t` (element or integer type),
+// `p_aligned`, `p_none`, `p_class` (0, 1 or 16), and a static_assert that the device entry's
+// parameter list matches the host signature.
+std::string instantiation_source(const JitKey& key, const std::string& struct_name);
+// The name expression NVRTC resolves: "moe_mul_sum_kernel<warmkey_gen::k_0123abcd...>".
+std::string name_expression(const JitKey& key, const std::string& struct_name);
+
+}  // namespace warmkey

@@ -1,0 +1,58 @@
+// Plans the warmup keys of every registered kernel for a config and compiles them in parallel.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "warmup/registry.h"
+
+namespace warmkey {
+
+struct PlanEntry {
+  const Kernel* kernel = nullptr;
+  CompileKey key;
+  BoundKey bound;
+  JitKey jit;
+};
+
+struct Plan {
+  ModelConfig config;
+  std::vector<PlanEntry> entries;  // deduplicated by CompileKey
+  std::vector<std::string> kernels;  // kernels used by the config, in registry order
+  std::size_t distinct_jit_keys() const;
+};
+
+// Keys of every kernel the config uses (or only `kernel`). Throws InputError on an unknown kernel
+// and propagates a contract's validation error naming the key.
+Plan plan_warmup(const Registry& registry, const ModelConfig& config, const std::optional<std::string>& kernel = {},
+                 const CompileTarget& target = {});
+
+enum class ProgressMode { automatic, on, off };  // automatic: when stderr is a terminal
+
+struct WarmupOptions {
+  int jobs = 0;    // 0: hardware concurrency
+  int batch = 0;   // instantiations per NVRTC program; 0: chosen from keys and jobs
+  ProgressMode progress = ProgressMode::automatic;
+};
+
+struct WarmupSummary {
+  std::string config;
+  std::size_t kernels = 0;
+  std::size_t keys = 0;
+  std::size_t compiled = 0;
+  std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
+  std::size_t failed = 0;
+  std::size_t programs = 0;
+  double seconds = 0;
+  std::vector<std::string> failures;
+
+  nlohmann::json to_json() const;
+  std::string to_text() const;
+};
+
+WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& options = {});
+
+}  // namespace warmkey

@@ -1,0 +1,92 @@
+// A kernel's declared signature (KernelDef) and the LaunchSpec that launch_spec() fills in its order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "warmup/tensor.h"
+
+namespace warmkey {
+
+class SourceSet;
+
+inline constexpr int kMaxParams = 32;
+inline constexpr int kMaxConstexprs = 16;
+
+enum class ParamKind : std::uint8_t { pointer, integer, floating, boolean };
+
+// Triton's per-argument specialisation policies (DESIGN.md §3).
+enum class Specialize : std::uint8_t { specialize, do_not_specialize, do_not_specialize_on_alignment };
+
+struct Param {
+  std::string name;
+  ParamKind kind = ParamKind::pointer;
+  Specialize policy = Specialize::specialize;
+  bool writable = false;  // pointers only: the kernel writes through it (non-const in device code)
+};
+
+// Compile-time parameters: integers (sizes, tiles, flags as 0/1).
+struct ConstParam {
+  std::string name;
+};
+
+// Builders for signature entries.
+namespace param {
+inline Param in(std::string name, Specialize p = Specialize::specialize) {
+  return {std::move(name), ParamKind::pointer, p, false};
+}
+inline Param out(std::string name, Specialize p = Specialize::specialize) {
+  return {std::move(name), ParamKind::pointer, p, true};
+}
+inline Param integer(std::string name, Specialize p = Specialize::specialize) {
+  return {std::move(name), ParamKind::integer, p, false};
+}
+inline Param floating(std::string name) { return {std::move(name), ParamKind::floating}; }
+inline Param boolean(std::string name) { return {std::move(name), ParamKind::boolean}; }
+}  // namespace param
+
+// Everything warmkey needs to bind, name and compile one kernel. Declared once per kernel.
+struct KernelDef {
+  std::string name;    // key name: "moe_mul_sum"
+  std::string header;  // device source, a name in `sources`: "moe_mul_sum/moe_mul_sum.cuh"
+  std::string entry;   // device template: "moe_mul_sum_kernel" (instantiated as entry<Spec>)
+  std::vector<ConstParam> constexprs;
+  std::vector<Param> params;
+  const SourceSet* sources = nullptr;
+
+  int param_index(std::string_view param_name) const;  // -1 when absent
+};
+
+// One runtime argument as launch_spec produced it.
+struct ArgValue {
+  ParamKind kind = ParamKind::pointer;
+  const Tensor* tensor = nullptr;  // pointer: nullptr means a missing optional pointer
+  __int128 integer = 0;
+  double floating = 0;
+  bool boolean = false;
+};
+
+// What both runtime and warmup compute from Args: the launch and the compile-time values.
+// Arguments are appended in signature order; the binder checks count and kinds.
+struct LaunchSpec {
+  bool skip = false;  // empty batch: nothing launches
+  std::array<unsigned, 3> grid{1, 1, 1};
+  std::array<unsigned, 3> block{1, 1, 1};
+  unsigned shared_bytes = 0;
+  std::array<std::int64_t, kMaxConstexprs> constexprs{};
+  int num_constexprs = 0;
+  std::array<ArgValue, kMaxParams> args{};
+  int num_args = 0;
+
+  LaunchSpec& constant(std::int64_t v);
+  LaunchSpec& ptr(const Tensor& t);
+  LaunchSpec& ptr(const std::optional<Tensor>& t);  // nullopt: the constexpr None
+  LaunchSpec& integer(__int128 v);
+  LaunchSpec& floating(double v);
+  LaunchSpec& flag(bool v);
+};
+
+}  // namespace warmkey
