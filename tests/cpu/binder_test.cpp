@@ -1,0 +1,279 @@
+// The binder agrees with Triton 3.6's cache keys value for value (DESIGN.md §3), for every rule.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+#include "warmup/binder.h"
+#include "warmup/error.h"
+#include "warmup/jit_key.h"
+
+namespace warmkey {
+namespace {
+
+constexpr __int128 kTwo31 = static_cast<__int128>(1) << 31;
+constexpr __int128 kTwo32 = static_cast<__int128>(1) << 32;
+constexpr __int128 kTwo63 = static_cast<__int128>(1) << 63;
+constexpr __int128 kTwo64 = static_cast<__int128>(1) << 64;
+
+// f(x_ptr, n, BLOCK): the kernel Triton's keys were recorded on.
+KernelDef make_def(Specialize n_policy = Specialize::specialize, Specialize x_policy = Specialize::specialize) {
+  KernelDef d;
+  d.name = "f";
+  d.entry = "f_kernel";
+  d.header = "f.cuh";
+  d.constexprs = {{"BLOCK"}};
+  d.params = {param::in("x_ptr", x_policy), param::integer("n", n_policy)};
+  return d;
+}
+
+std::string bind_int(__int128 n, Specialize policy = Specialize::specialize) {
+  KernelDef d = make_def(policy);
+  Tensor x = Tensor::meta(DType::f32, {64});
+  LaunchSpec s;
+  s.constant(128).ptr(x).integer(n);
+  return triton_repr(d, bind(d, s), 1);
+}
+
+struct IntCase {
+  const char* label;
+  __int128 value;
+  const char* expected;  // Triton 3.6.0's key entry
+};
+
+class IntegerRule : public ::testing::TestWithParam<IntCase> {};
+
+TEST_P(IntegerRule, matchesTriton36) { EXPECT_EQ(bind_int(GetParam().value), GetParam().expected) << GetParam().label; }
+
+INSTANTIATE_TEST_SUITE_P(
+    Triton36, IntegerRule,
+    ::testing::Values(IntCase{"0", 0, "('i32', 'D')"}, IntCase{"1", 1, "('constexpr', 1)"},
+                      IntCase{"-1", -1, "('i32', '')"}, IntCase{"2", 2, "('i32', '')"},
+                      IntCase{"15", 15, "('i32', '')"}, IntCase{"16", 16, "('i32', 'D')"},
+                      IntCase{"17", 17, "('i32', '')"}, IntCase{"-16", -16, "('i32', 'D')"},
+                      IntCase{"32", 32, "('i32', 'D')"}, IntCase{"2^31-1", kTwo31 - 1, "('i32', '')"},
+                      IntCase{"-2^31", -kTwo31, "('i32', 'D')"}, IntCase{"2^31", kTwo31, "('i64', 'D')"},
+                      IntCase{"2^32", kTwo32, "('i64', 'D')"}, IntCase{"-2^31-1", -kTwo31 - 1, "('i64', '')"},
+                      IntCase{"2^63-1", kTwo63 - 1, "('i64', '')"}, IntCase{"2^63", kTwo63, "('u64', 'D')"},
+                      IntCase{"2^64-1", kTwo64 - 1, "('u64', '')"}, IntCase{"-2^63", -kTwo63, "('i64', 'D')"}),
+    [](const auto& info) {
+      std::string s = info.param.label;
+      for (char& c : s) {
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return "v" + s;
+    });
+
+TEST(IntegerRule, overflowBeyond64BitsIsAnErrorNamingKernelParamAndValue) {
+  try {
+    bind_int(kTwo64);
+    FAIL() << "2^64 must not bind";
+  } catch (const BindError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("kernel 'f'"), std::string::npos) << m;
+    EXPECT_NE(m.find("param 'n'"), std::string::npos) << m;
+    EXPECT_NE(m.find("18446744073709551616"), std::string::npos) << m;
+  }
+  EXPECT_THROW(bind_int(-kTwo63 - 1), BindError);
+}
+
+TEST(IntegerRule, doNotSpecializeKeepsTheWidthOnly) {
+  EXPECT_EQ(bind_int(1, Specialize::do_not_specialize), "('i32', '')");
+  EXPECT_EQ(bind_int(16, Specialize::do_not_specialize), "('i32', '')");
+  EXPECT_EQ(bind_int(0, Specialize::do_not_specialize), "('i32', '')");
+  EXPECT_EQ(bind_int(kTwo32, Specialize::do_not_specialize), "('i64', '')");
+  EXPECT_EQ(bind_int(kTwo63, Specialize::do_not_specialize), "('u64', '')");
+}
+
+TEST(IntegerRule, doNotSpecializeOnAlignmentKeepsTheConstantOneButNeverD) {
+  EXPECT_EQ(bind_int(1, Specialize::do_not_specialize_on_alignment), "('constexpr', 1)");
+  EXPECT_EQ(bind_int(16, Specialize::do_not_specialize_on_alignment), "('i32', '')");
+  EXPECT_EQ(bind_int(0, Specialize::do_not_specialize_on_alignment), "('i32', '')");
+  EXPECT_EQ(bind_int(kTwo32, Specialize::do_not_specialize_on_alignment), "('i64', '')");
+}
+
+std::string bind_pointer_offset(int offset_bytes, Specialize policy = Specialize::specialize, DType dt = DType::f32) {
+  KernelDef d = make_def(Specialize::specialize, policy);
+  Tensor x = Tensor::meta(dt, {64}, offset_bytes);
+  LaunchSpec s;
+  s.constant(128).ptr(x).integer(7);
+  return triton_repr(d, bind(d, s), 0);
+}
+
+TEST(PointerRule, alignmentOfEveryOffsetFrom0To16Bytes) {
+  for (int off = 0; off <= 16; ++off) {
+    std::string expected = off % 16 == 0 ? "('*fp32', 'D')" : "('*fp32', '')";
+    EXPECT_EQ(bind_pointer_offset(off), expected) << "offset " << off;
+  }
+}
+
+TEST(PointerRule, realTensorAlignmentComesFromItsAddress) {
+  alignas(16) static float storage[64];
+  KernelDef d = make_def();
+  for (int off = 0; off < 4; ++off) {
+    Tensor x = Tensor::view(DType::f32, storage + off, {8});
+    LaunchSpec s;
+    s.constant(1).ptr(x).integer(3);
+    EXPECT_EQ(triton_repr(d, bind(d, s), 0), off == 0 ? "('*fp32', 'D')" : "('*fp32', '')") << "float offset " << off;
+  }
+}
+
+TEST(PointerRule, doNotSpecializePoliciesDropD) {
+  EXPECT_EQ(bind_pointer_offset(0, Specialize::do_not_specialize), "('*fp32', '')");
+  EXPECT_EQ(bind_pointer_offset(0, Specialize::do_not_specialize_on_alignment), "('*fp32', '')");
+}
+
+TEST(PointerRule, pointeeDtypeNamesFollowTriton) {
+  EXPECT_EQ(bind_pointer_offset(0, Specialize::specialize, DType::bf16), "('*bf16', 'D')");
+  EXPECT_EQ(bind_pointer_offset(0, Specialize::specialize, DType::f16), "('*fp16', 'D')");
+  EXPECT_EQ(bind_pointer_offset(0, Specialize::specialize, DType::i64), "('*i64', 'D')");
+  EXPECT_EQ(bind_pointer_offset(0, Specialize::specialize, DType::u8), "('*u8', 'D')");
+  EXPECT_EQ(bind_pointer_offset(2, Specialize::specialize, DType::f8e4m3), "('*fp8e4nv', '')");
+}
+
+TEST(PointerRule, missingOptionalPointerIsTheConstexprNone) {
+  KernelDef d = make_def();
+  LaunchSpec s;
+  s.constant(128).ptr(std::optional<Tensor>{}).integer(16);
+  BoundKey k = bind(d, s);
+  EXPECT_EQ(triton_repr(d, k, 0), "('constexpr', None)");
+  JitKey jk = make_jit_key(k, CompileTarget{});
+  EXPECT_EQ(jk.params[0].type, "constexpr");
+  EXPECT_EQ(jk.params[0].attr, "None");
+}
+
+TEST(ScalarRule, boolsAndFloatsAreTypeOnly) {
+  KernelDef d;
+  d.name = "g";
+  d.entry = "g_kernel";
+  d.params = {param::boolean("flag"), param::floating("scale")};
+  for (bool b : {true, false}) {
+    for (double f : {1.0, 0.5, 0.0, -3.25}) {
+      LaunchSpec s;
+      s.flag(b).floating(f);
+      BoundKey k = bind(d, s);
+      EXPECT_EQ(triton_repr(d, k, 0), "('u1', None)");
+      EXPECT_EQ(triton_repr(d, k, 1), "('fp32', None)");
+    }
+  }
+  LaunchSpec a, b;
+  a.flag(true).floating(1.0);
+  b.flag(false).floating(0.5);
+  EXPECT_EQ(bind(d, a), bind(d, b)) << "bool and float values never enter the key";
+}
+
+TEST(ConstexprRule, exactValueOfEachConstexprIsInTheKey) {
+  KernelDef d = make_def();
+  Tensor x = Tensor::meta(DType::f32, {64});
+  for (std::int64_t v : {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, std::int64_t{128},
+                         std::int64_t{1} << 40}) {
+    LaunchSpec a, b;
+    a.constant(v).ptr(x).integer(5);
+    b.constant(v + 1).ptr(x).integer(5);
+    EXPECT_NE(bind(d, a), bind(d, b)) << v;
+    JitKey jk = make_jit_key(bind(d, a), CompileTarget{});
+    ASSERT_EQ(jk.constexprs.size(), 1u);
+    EXPECT_EQ(jk.constexprs[0].second, v);
+  }
+}
+
+TEST(LaunchOptions, blockSizeIsInTheKey) {
+  KernelDef d = make_def();
+  Tensor x = Tensor::meta(DType::f32, {64});
+  LaunchSpec a, b;
+  a.constant(1).ptr(x).integer(5);
+  b = a;
+  b.block = {256, 1, 1};
+  EXPECT_NE(bind(d, a), bind(d, b));
+  EXPECT_NE(make_jit_key(bind(d, a), {}).digest(), make_jit_key(bind(d, b), {}).digest());
+}
+
+TEST(BinderErrors, arityAndKindMismatchesNameTheKernelAndParam) {
+  KernelDef d = make_def();
+  Tensor x = Tensor::meta(DType::f32, {64});
+  LaunchSpec few;
+  few.constant(1).ptr(x);
+  EXPECT_THROW(bind(d, few), BindError);
+  LaunchSpec wrong;
+  wrong.constant(1).integer(3).integer(4);
+  try {
+    bind(d, wrong);
+    FAIL();
+  } catch (const BindError& e) {
+    EXPECT_NE(std::string(e.what()).find("x_ptr"), std::string::npos) << e.what();
+  }
+  LaunchSpec no_constexpr;
+  no_constexpr.ptr(x).integer(4);
+  EXPECT_THROW(bind(d, no_constexpr), BindError);
+}
+
+TEST(ValueClass, representativesAndNames) {
+  EXPECT_EQ(rep(1), 1);
+  EXPECT_EQ(rep(0), 16);
+  EXPECT_EQ(rep(16), 16);
+  EXPECT_EQ(rep(-16), 16);
+  EXPECT_EQ(rep(7), 2);
+  EXPECT_EQ(rep(-1), 2);
+  EXPECT_EQ(rep(2147483647), 2);
+  EXPECT_EQ(rep(2147483648LL), std::int64_t{1} << 32);
+  EXPECT_EQ(rep((std::int64_t{1} << 32) + 3), (std::int64_t{1} << 32) + 2);
+  EXPECT_EQ(value_class_name(1), "1");
+  EXPECT_EQ(value_class_name(4096), "i32:D");
+  EXPECT_EQ(value_class_name(4095), "i32");
+  EXPECT_EQ(value_class_name(std::int64_t{1} << 33), "i64:D");
+  // The representative binds exactly like every member of its class.
+  for (std::int64_t v : {std::int64_t{0}, std::int64_t{1}, std::int64_t{5}, std::int64_t{-32}, std::int64_t{4096},
+                         std::int64_t{1} << 31, (std::int64_t{1} << 35) + 1}) {
+    EXPECT_EQ(bind_int(v), bind_int(rep(v))) << static_cast<long long>(v);
+  }
+}
+
+TEST(JitKeyText, readableFormAndDigestCoverEveryField) {
+  KernelDef d = make_def();
+  Tensor x = Tensor::meta(DType::bf16, {64});
+  LaunchSpec s;
+  s.constant(256).ptr(x).integer(1);
+  s.block = {128, 1, 1};
+  CompileTarget t;
+  t.nvrtc_version = "13.0";
+  JitKey k = make_jit_key(bind(d, s), t);
+  EXPECT_EQ(k.signature_text(), "f[BLOCK=256](x_ptr:*bf16:D, n:constexpr=1){block=128,1,1}");
+  EXPECT_NE(k.text().find("arch=sm_90"), std::string::npos);
+  EXPECT_NE(k.text().find("nvrtc=13.0"), std::string::npos);
+  EXPECT_EQ(k.text().find("/usr/"), std::string::npos) << "no absolute path in a key";
+  EXPECT_EQ(k.digest().size(), 32u);
+  JitKey other = k;
+  other.arch = "sm_100";
+  EXPECT_NE(k.digest(), other.digest());
+  ASSERT_EQ(diff(k, other).size(), 1u);
+  EXPECT_EQ(diff(k, other)[0], "arch: sm_90 -> sm_100");
+  other = k;
+  other.options.push_back("-G");
+  EXPECT_NE(k.digest(), other.digest());
+  other = k;
+  other.nvrtc_version = "13.1";
+  EXPECT_NE(k.digest(), other.digest());
+  other = k;
+  other.params[1].attr = "D";
+  other.params[1].type = "i32";
+  EXPECT_EQ(diff(k, other), std::vector<std::string>{"param n: n:constexpr=1 -> n:i32:D"});
+}
+
+TEST(JitKeyText, instantiationIsGeneratedFromTheKeyAlone) {
+  KernelDef d = make_def();
+  Tensor x = Tensor::meta(DType::f32, {64}, 4);
+  LaunchSpec s;
+  s.constant(64).ptr(x).integer(32);
+  JitKey k = make_jit_key(bind(d, s), CompileTarget{});
+  std::string src = instantiation_source(k, "k_test");
+  EXPECT_NE(src.find("static constexpr long long BLOCK = 64LL;"), std::string::npos) << src;
+  EXPECT_NE(src.find("using x_ptr_t = float;"), std::string::npos) << src;
+  EXPECT_NE(src.find("static constexpr bool x_ptr_aligned = false;"), std::string::npos) << src;
+  EXPECT_NE(src.find("using n_t = int;"), std::string::npos) << src;
+  EXPECT_NE(src.find("static constexpr int n_class = 16;"), std::string::npos) << src;
+  EXPECT_NE(src.find("static_assert"), std::string::npos) << src;
+  EXPECT_EQ(name_expression(k, "k_test"), "f_kernel<warmkey_gen::k_test>");
+}
+
+}  // namespace
+}  // namespace warmkey
