@@ -1,6 +1,7 @@
 // The CUDA driver, loaded lazily with dlopen: without it everything but launches works.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -70,13 +71,18 @@ class Device {
     return elapsed_ms(start, stop);
   }
   void free(std::uint64_t ptr);
-  std::int64_t modules_loaded() const { return modules_loaded_; }
+  // Modules loaded so far: one per distinct cubin (keys compiled in one program share one).
+  std::int64_t modules_loaded() const { return modules_loaded_.load(); }
 
  private:
   Device();
   void* record_event(Stream stream);
   float elapsed_ms(void* start, void* stop);  // destroys both events
   void check(int result, const char* what) const;
+  void check(int result, const std::string& what) const;
+  void require() const;       // throws DeviceError with the reason when no device is available
+  void make_current() const;  // binds the primary context to the calling thread
+  void load(int ordinal);     // fills api_ and the device facts; throws DeviceError
 
   struct Api;
   std::unique_ptr<Api> api_;
@@ -87,7 +93,8 @@ class Device {
   void* context_ = nullptr;
   std::mutex mu_;
   std::unordered_map<std::string, std::pair<void*, void*>> modules_;  // digest -> (CUmodule, CUfunction)
-  std::int64_t modules_loaded_ = 0;
+  std::unordered_map<std::string, void*> cubin_modules_;             // cubin content digest -> CUmodule
+  std::atomic<std::int64_t> modules_loaded_{0};
 };
 
 }  // namespace warmkey

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,6 +38,15 @@ class DiskCache {
   static std::string serialize(const CompiledKernel& entry);
   static std::optional<CompiledKernel> parse(const std::string& bytes, const JitKey* expected, std::string* why);
 
+  // One validated entry before it is matched with a JitKey (bundles hold entries of any key).
+  struct RawEntry {
+    std::string key_text;
+    std::string lowered_name;
+    std::shared_ptr<const std::string> cubin;
+  };
+  // Validates magic, version, lengths and checksum; returns nullopt and sets *why otherwise.
+  static std::optional<RawEntry> parse_raw(const std::string& bytes, std::string* why);
+
   // Problems seen so far (rejected files, failed writes), oldest first; clears the list.
   std::vector<std::string> take_reports();
   std::int64_t rejected() const;
@@ -50,5 +60,11 @@ class DiskCache {
   std::int64_t rejected_ = 0;
   std::int64_t write_failures_ = 0;
 };
+
+// Writes bytes to a temp file in file's folder (mkstemp), fsyncs and renames it over file.
+// Returns false and sets *why on any failure; never throws for I/O.
+bool write_file_atomic(const std::filesystem::path& file, const std::string& bytes, std::string* why);
+// The whole file, or nullopt with *why set (absent, unreadable).
+std::optional<std::string> read_file_bytes(const std::filesystem::path& file, std::string* why);
 
 }  // namespace warmkey

@@ -11,6 +11,8 @@
 
 namespace warmkey {
 
+class SourceSet;
+
 struct ModelConfig {
   std::string name = "dsv4-flash";
   // model (from the public config)
@@ -39,8 +41,8 @@ struct ModelConfig {
   std::int64_t eplb_max_slots = 1024;  // columns of the logical-to-physical map
   bool vision = true;
   bool lora = false;
-  std::vector<std::string> backends = {"triton"};   // triton, batched, nvfp4, megamoe
-  std::vector<DType> index_dtypes = {DType::i32};   // top-k id dtypes serving can produce
+  std::vector<std::string> backends = {"triton"};  // triton, batched, nvfp4, megamoe
+  std::vector<DType> index_dtypes = {DType::i32};  // top-k id dtypes serving can produce
 
   // derived
   std::int64_t num_physical_experts() const { return n_routed_experts + num_redundant_experts; }
@@ -54,9 +56,12 @@ struct ModelConfig {
   static ModelConfig from_json(const nlohmann::json& j);
 };
 
+// The JSON files of configs/, by file name ("dsv4-flash.json"); generated at build time.
+const SourceSet& embedded_configs();
 // Names of the embedded configurations ("dsv4-flash", "dsv4-flash-384", ...).
 std::vector<std::string> embedded_config_names();
-// An embedded configuration by name, or a JSON file path. Throws InputError with the reason.
+// An embedded configuration by name, or a JSON file path (a file without "name" is named after
+// its stem), validated. Throws InputError with the reason.
 ModelConfig load_config(const std::string& name_or_path);
 // The embedded default (dsv4-flash).
 ModelConfig default_config();

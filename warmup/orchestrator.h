@@ -20,32 +20,37 @@ struct PlanEntry {
 
 struct Plan {
   ModelConfig config;
-  std::vector<PlanEntry> entries;  // deduplicated by CompileKey
+  std::vector<PlanEntry> entries;    // deduplicated by CompileKey
   std::vector<std::string> kernels;  // kernels used by the config, in registry order
   std::size_t distinct_jit_keys() const;
 };
 
-// Keys of every kernel the config uses (or only `kernel`). Throws InputError on an unknown kernel
-// and propagates a contract's validation error naming the key.
+// Keys of every kernel the config uses (or only `kernel`). Throws InputError on an invalid config,
+// an unknown kernel or one the config does not use, and propagates a contract's error with the
+// kernel and key in front. An empty target.nvrtc_version is filled from the loaded NVRTC.
 Plan plan_warmup(const Registry& registry, const ModelConfig& config, const std::optional<std::string>& kernel = {},
                  const CompileTarget& target = {});
 
 enum class ProgressMode { automatic, on, off };  // automatic: when stderr is a terminal
 
 struct WarmupOptions {
-  int jobs = 0;    // 0: hardware concurrency
-  int batch = 0;   // instantiations per NVRTC program; 0: chosen from keys and jobs
+  int jobs = 0;  // 0: hardware concurrency
+  // Instantiations per NVRTC program; 0: ceil(keys of the largest kernel / jobs), at most 16.
+  int batch = 0;
   ProgressMode progress = ProgressMode::automatic;
 };
 
 struct WarmupSummary {
   std::string config;
   std::size_t kernels = 0;
-  std::size_t keys = 0;
+  std::vector<std::string> kernel_names;
+  std::size_t compile_keys = 0;  // plan entries (distinct CompileKeys)
+  std::size_t keys = 0;          // distinct JIT keys handed to the runtime
   std::size_t compiled = 0;
   std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
   std::size_t failed = 0;
   std::size_t programs = 0;
+  int jobs = 0, batch = 0;  // as used (after choosing defaults)
   double seconds = 0;
   std::vector<std::string> failures;
 
@@ -53,6 +58,7 @@ struct WarmupSummary {
   std::string to_text() const;
 };
 
+// Compiles (or finds) every key of the plan. Compile failures are counted, not thrown.
 WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& options = {});
 
 }  // namespace warmkey

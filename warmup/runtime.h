@@ -78,10 +78,22 @@ class JitRuntime {
   void clear_l1();
 
  private:
-  struct Slot;
+  struct Slot;       // single flight: one resolution, shared by every waiter
+  struct Pending;    // a claimed key waiting for its compile inside warm()
+  struct WarmState;  // what warm()'s workers share
+  enum class Source { disk, bundle };
+
   std::shared_ptr<const CompiledKernel> resolve_miss(const BoundKey& bound, const JitKey& jk, Phase phase);
+  // Disk, then bundle; counts the miss and the hit. nullptr when neither holds jk.
+  std::shared_ptr<const CompiledKernel> lookup_stored(const JitKey& jk, Phase phase, Source* source);
   std::optional<CompiledKernel> lookup_bundle(const JitKey& jk);
+  // Warmup only: loads the module onto the device when enabled and a device is present.
   void after_resolve(const CompiledKernel& k);
+  void fulfil(Slot& slot, std::shared_ptr<const CompiledKernel> k);
+  void fail(const BoundKey& bound, const std::shared_ptr<Slot>& slot, std::exception_ptr error);
+  void compile_pending(const std::vector<Pending*>& batch, WarmState& state);
+  void wait_claimed(const std::vector<std::pair<BoundKey, std::shared_ptr<Slot>>>& claimed, WarmState& state);
+  std::shared_ptr<const CompiledKernel> ready_entry(const BoundKey& bound) const;
 
   RuntimeOptions options_;
   NvrtcCompiler compiler_;
@@ -89,7 +101,7 @@ class JitRuntime {
   std::unique_ptr<DiskCache> disk_;
   mutable std::mutex mu_;
   std::unordered_map<BoundKey, std::shared_ptr<Slot>, BoundKeyHash> l1_;
-  std::unordered_map<std::string, CompiledKernel> bundle_;  // by digest
+  std::unordered_map<std::string, DiskCache::RawEntry> bundle_;  // by digest of the key text
 };
 
 }  // namespace warmkey

@@ -1,0 +1,138 @@
+// Shared benchmark helpers (header-only: each bench/*.cpp is its own program): the GPU runtime,
+// rotating input sets that defeat L2, CUDA-event timing, and the device-to-device copy roofline.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "warmup/binder.h"
+#include "warmup/device.h"
+#include "warmup/runtime.h"
+#include "warmup/source_set.h"
+
+namespace warmkey::bench {
+
+// Launches averaged per timed batch: one launch of a tiny kernel is shorter than the host gap
+// between two events.
+inline constexpr int kLaunchesPerBatch = 20;
+// Bytes the rotating sets span at least, past the H200's 50 MB L2: no launch reads warm data.
+inline constexpr std::size_t kRotationBytes = std::size_t{256} << 20;
+
+inline JitRuntime& runtime() {
+  static JitRuntime rt([] {
+    RuntimeOptions o;
+    o.mode = MonitorMode::off;  // the first launch of each key compiles; it is never timed
+    return o;
+  }());
+  return rt;
+}
+
+// True with a device; otherwise marks the benchmark skipped with the reason.
+inline bool device_or_skip(benchmark::State& state) {
+  Device& dev = Device::instance();
+  if (dev.available()) return true;
+  state.SkipWithError(("no usable GPU: " + dev.unavailable_reason()).c_str());
+  for (auto _ : state) {
+  }
+  return false;
+}
+
+// How many sets of `set_bytes` rotate so that kRotationBytes pass between two uses of one set.
+inline std::size_t rotating_sets(std::size_t set_bytes) {
+  return std::clamp<std::size_t>(kRotationBytes / std::max<std::size_t>(set_bytes, 1) + 1, 2, 4096);
+}
+
+// Bytes rounded up to a 256-byte multiple: slices of one allocation stay 16-byte aligned.
+inline std::size_t padded(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// One bound launch, prepared outside the timed region (validation, launch_spec and binding are
+// host work the timing must not include). The LaunchSpec points into args: keep both alive.
+struct PreparedLaunch {
+  BoundKey bound;
+  LaunchSpec spec;
+};
+
+// Times batches of kLaunchesPerBatch launches (rotating through `launches`) with CUDA events and
+// reports per launch: manual time, effective GB/s (bytes read once + written once / time), and
+// the ratio to the device-to-device copy bandwidth `copy_gbs`.
+inline void time_launches(benchmark::State& state, const std::vector<PreparedLaunch>& launches, double bytes,
+                          double copy_gbs) {
+  Device& dev = Device::instance();
+  JitRuntime& rt = runtime();
+  for (const PreparedLaunch& l : launches) rt.launch(l.bound, l.spec, nullptr);  // compile and load
+  dev.synchronize();
+  std::size_t next = 0;
+  double seconds = 0;
+  for (auto _ : state) {
+    const float ms = dev.time_ms(nullptr, [&] {
+      for (int i = 0; i < kLaunchesPerBatch; ++i, next = (next + 1) % launches.size())
+        rt.launch(launches[next].bound, launches[next].spec, nullptr);
+    });
+    const double per_launch = ms / 1e3 / kLaunchesPerBatch;
+    state.SetIterationTime(per_launch);
+    seconds += per_launch;
+  }
+  const double gbs = bytes * static_cast<double>(state.iterations()) / seconds / 1e9;
+  state.counters["GB/s"] = gbs;
+  state.counters["of_copy"] = copy_gbs > 0 ? gbs / copy_gbs : 0;
+  state.counters["sets"] = static_cast<double>(launches.size());
+}
+
+// A grid-stride copy of 16-byte vectors: the roofline every memory-bound kernel is compared with.
+inline const KernelDef& copy_kernel_def() {
+  static const SourceSet sources = [] {
+    SourceSet s;
+    s.add("bench/copy.cuh", R"(
+template <class S>
+__global__ void bench_copy_kernel(const typename S::src_t* src, typename S::dst_t* dst, typename S::vectors_t vectors) {
+  const uint4* in = reinterpret_cast<const uint4*>(src);
+  uint4* out = reinterpret_cast<uint4*>(dst);
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < vectors; i += stride)
+    out[i] = __ldcs(in + i);
+}
+)");
+    return s;
+  }();
+  static const KernelDef def{"bench_copy", "bench/copy.cuh", "bench_copy_kernel", {},
+                             {param::in("src"), param::out("dst"), param::integer("vectors")}, &sources};
+  return def;
+}
+
+// Device-to-device copy bandwidth in GB/s (bytes read + bytes written), median of 21 timed
+// copies of 1 GiB; measured once per process.
+inline double copy_bandwidth_gbs() {
+  static const double gbs = [] {
+    Device& dev = Device::instance();
+    const std::int64_t bytes = std::int64_t{1} << 30;
+    DeviceBuffer a = dev.alloc(bytes), b = dev.alloc(bytes);
+    dev.fill_bytes(a.data(), 0, bytes);
+    const Tensor src = Tensor::view(DType::u8, a.data(), {bytes});
+    const Tensor dst = Tensor::view(DType::u8, b.data(), {bytes});
+    LaunchSpec spec;
+    spec.grid = {static_cast<unsigned>(dev.multiprocessors() * 8), 1, 1};
+    spec.block = {512, 1, 1};
+    spec.ptr(src).ptr(dst).integer(bytes / 16);
+    const BoundKey bound = bind(copy_kernel_def(), spec);
+    runtime().launch(bound, spec, nullptr);
+    std::vector<float> ms;
+    for (int i = 0; i < 21; ++i) ms.push_back(dev.time_ms(nullptr, [&] { runtime().launch(bound, spec, nullptr); }));
+    std::nth_element(ms.begin(), ms.begin() + 10, ms.end());
+    return 2.0 * static_cast<double>(bytes) / (ms[10] / 1e3) / 1e9;
+  }();
+  return gbs;
+}
+
+// The copy itself as a benchmark, so the report shows the roofline next to the kernels.
+inline void BM_d2d_copy(benchmark::State& state) {
+  if (!device_or_skip(state)) return;
+  const double gbs = copy_bandwidth_gbs();
+  for (auto _ : state) state.SetIterationTime(2.0 * (1 << 30) / (gbs * 1e9));
+  state.counters["GB/s"] = gbs;
+}
+
+}  // namespace warmkey::bench

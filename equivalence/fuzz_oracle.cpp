@@ -1,0 +1,53 @@
+// Bytes -> config and runtime input -> properties, for libFuzzer and the regression replay.
+#include "equivalence/fuzz_oracle.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "equivalence/checks.h"
+#include "fuzz/gen/byte_draw.h"
+#include "fuzz/gen/config.h"
+#include "kernels/builtin.h"
+
+namespace warmkey::equivalence {
+
+std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_t* data, std::size_t size) {
+  static WarmSetCache cache;
+  const fuzz::InputSpace* space = fuzz::find_input_space(kernel);
+  if (space == nullptr) throw InputError(str_cat("fuzz: kernel '", kernel, "' has no input space in fuzz/gen"));
+  const Kernel& k = builtin_registry().at(kernel);
+  fuzz::ByteDraw d({data, size});
+  d.set_labelling(false);
+  ModelConfig config = fuzz::draw_config(d);
+  const std::size_t config_bytes = d.consumed();
+  const WarmSet& warm = cache.get(*space, k, config);
+  std::vector<Violation> out = warm.warmup_violations();
+  if (!warm.used()) return out;
+  CaseChecker checker(warm);
+  fuzz::CaseFacts f = space->run_case(k, d, config, &checker);
+  PropertyMask m = f.flagged ? checker.failed(f) : 0;
+  if (m != 0) {
+    // Re-decode with labels for the report.
+    fuzz::ByteDraw again({data, size});
+    fuzz::draw_config(again);
+    space->run_case(k, again, config, nullptr);
+    std::vector<std::uint8_t> bytes(data, data + size);
+    auto vs = checker.explain(f, m, again.labels(), "fuzz input",
+                              str_cat("replay the input file with the ", kernel, "_fuzzer harness (config from its first ",
+                                      config_bytes, " bytes), or add it to fuzz/regressions/", kernel, "/; hex: ",
+                                      fuzz::to_hex(bytes)));
+    out.insert(out.end(), vs.begin(), vs.end());
+  }
+  return out;
+}
+
+int fuzz_entry(std::string_view kernel, const std::uint8_t* data, std::size_t size) {
+  std::vector<Violation> vs = fuzz_one_input(kernel, data, size);
+  if (vs.empty()) return 0;
+  std::fprintf(stderr, "\nwarmkey: property violated on this input:\n%s\n", vs.front().to_text().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace warmkey::equivalence

@@ -1,0 +1,43 @@
+// Oracle of eplb_map: seeded random EPLB maps with replicas, the Eigen reference (load
+// histograms compared exactly: the order of atomic additions is irrelevant), and the device run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "equivalence/oracle.h"
+
+namespace warmkey {
+
+// The knobs of one eplb_map case.
+struct EplbMapCase {
+  std::int64_t num_tokens = 7;
+  std::int64_t top_k = 6;
+  DType ids_dtype = DType::i32;
+  std::int64_t num_logical = 256;
+  std::int64_t num_redundant = 32;   // physical experts P = num_logical + num_redundant
+  std::int64_t slots = 1024;         // columns of the map
+  bool record = true;                // the device flag
+  bool num_unpadded = false;         // record only rows below a random count
+  bool in_place = false;             // out is ids itself
+  bool aligned = true;               // false: ids, out and load one element past a 16-byte boundary
+  std::uint64_t seed = 1;
+
+  // "T=7 K=6 i32 L=256 P=288 slots=1024 record unpadded in-place aligned"
+  std::string label() const;
+};
+
+class EplbMapOracle : public Oracle {
+ public:
+  std::string_view kernel() const override { return "eplb_map"; }
+  // A map where every logical expert has one to four replicas (redundant physical experts spread
+  // over random experts), unused slots -1; ids with -1 and out-of-range entries; load starting
+  // from random counts (so it is never all zero).
+  static NumericCase make_case(const EplbMapCase& p);
+
+  std::vector<CaseDesc> sweep(const ModelConfig& config, std::uint64_t seed) const override;
+  void compute_reference(NumericCase& c) const override;
+  std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
+};
+
+}  // namespace warmkey

@@ -1,0 +1,156 @@
+// Warm sets: warmup computed once per (kernel, config), with P1 and P5 checked on the way.
+#include "equivalence/warm_set.h"
+
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "warmup/compiler.h"
+
+namespace warmkey::equivalence {
+
+const CompileTarget& verification_target() {
+  static const CompileTarget target = [] {
+    CompileTarget t;
+    t.nvrtc_version = NvrtcCompiler::nvrtc_version();
+    return t;
+  }();
+  return target;
+}
+
+WarmSet::WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config, CompileTarget target)
+    : space_(&space), kernel_(&kernel), config_(config), target_(std::move(target)) {
+  used_ = kernel.used_by(config);
+  if (!used_) return;
+  try {
+    keys_ = kernel.warmup_keys(config);
+  } catch (const std::exception& e) {
+    Violation v;
+    v.property = Property::P5;
+    v.kernel = kernel.name();
+    v.config = config.name;
+    v.detail = str_cat("warmup_keys(C) threw: ", e.what());
+    v.found_by = "warmup_keys";
+    warmup_violations_.push_back(std::move(v));
+    return;
+  }
+  bounds_.resize(keys_.size());
+  for (std::size_t i = 0; i < keys_.size(); ++i) key_index_.emplace(keys_[i], i);
+  for (std::size_t i = 0; i < keys_.size(); ++i) warm_key(i, keys_.size());
+}
+
+void WarmSet::warm_key(std::size_t i, std::size_t total) {
+  const CompileKey& k = keys_[i];
+  fuzz::WarmupFacts f = space_->run_warmup(*kernel_, k);
+  auto base = [&](Property p) {
+    Violation v;
+    v.property = p;
+    v.kernel = kernel_->name();
+    v.config = config_.name;
+    v.input = f.input;
+    v.expected = k;
+    v.found_by = str_cat("warmup key ", i + 1, "/", total);
+    return v;
+  };
+  if (!f.inputs_error.empty()) {
+    Violation v = base(Property::P5);
+    v.detail = str_cat("warmup_inputs(k) threw: ", f.inputs_error);
+    warmup_violations_.push_back(std::move(v));
+    return;
+  }
+  if (!f.invalid.empty()) {
+    Violation v = base(Property::P5);
+    v.detail = str_cat("validate(warmup_inputs(k)) rejects the warmup inputs: ", f.invalid);
+    warmup_violations_.push_back(std::move(v));
+  }
+  if (!f.bind_error.empty()) {
+    Violation v = base(Property::P5);
+    v.detail = str_cat("launch_spec/bind of warmup_inputs(k) threw (warmup would crash at startup): ", f.bind_error);
+    warmup_violations_.push_back(std::move(v));
+  } else if (!f.launches) {
+    Violation v = base(Property::P5);
+    v.detail = "warmup_inputs(k) launch nothing (an empty batch): the key cannot be compiled from them";
+    warmup_violations_.push_back(std::move(v));
+  }
+  if (!f.dispatch_error.empty()) {
+    Violation v = base(Property::P1);
+    v.detail = str_cat("dispatch(warmup_inputs(k)) threw: ", f.dispatch_error);
+    warmup_violations_.push_back(std::move(v));
+  } else if (f.dispatched && *f.dispatched != k) {
+    Violation v = base(Property::P1);
+    v.dispatched = f.dispatched;
+    v.key_diff = diff(*f.dispatched, k);
+    v.detail = "warmup_inputs(k) do not reproduce k: dispatch reads a different key from them";
+    if (f.bound) v.jit_key = jit_key(*f.bound).signature_text();
+    warmup_violations_.push_back(std::move(v));
+  }
+  if (f.bound) {
+    bounds_[i] = f.bound;
+    warmed_.emplace(*f.bound, i);
+  }
+}
+
+const BoundKey* WarmSet::bound_of(const CompileKey& k) const {
+  auto it = key_index_.find(k);
+  if (it == key_index_.end() || !bounds_[it->second]) return nullptr;
+  return &*bounds_[it->second];
+}
+
+const CompileKey* WarmSet::warmed_by(const BoundKey& b) const {
+  auto it = warmed_.find(b);
+  return it == warmed_.end() ? nullptr : &keys_[it->second];
+}
+
+const BoundKey* WarmSet::bound_of_any(const CompileKey& k, std::string* error) const {
+  if (const BoundKey* b = bound_of(k)) return b;
+  auto it = extra_.find(k);
+  if (it == extra_.end()) {
+    std::pair<std::optional<BoundKey>, std::string> entry;
+    try {
+      entry.first = kernel_->warmup_bound_key(k);
+    } catch (const std::exception& e) {
+      entry.second = e.what();
+    }
+    it = extra_.emplace(k, std::move(entry)).first;
+  }
+  if (error) *error = it->second.second;
+  return it->second.first ? &*it->second.first : nullptr;
+}
+
+std::pair<const BoundKey*, const CompileKey*> WarmSet::nearest_warmed(const BoundKey& b) const {
+  JitKey target = jit_key(b);
+  std::pair<const BoundKey*, const CompileKey*> best{nullptr, nullptr};
+  std::size_t best_diff = std::numeric_limits<std::size_t>::max();
+  for (std::size_t i = 0; i < keys_.size(); ++i) {
+    if (!bounds_[i]) continue;
+    std::size_t d = diff(target, jit_key(*bounds_[i])).size();
+    if (d < best_diff) {
+      best_diff = d;
+      best = {&*bounds_[i], &keys_[i]};
+    }
+  }
+  return best;
+}
+
+const CompileKey* WarmSet::nearest_key(const CompileKey& k) const {
+  const CompileKey* best = nullptr;
+  std::size_t best_diff = std::numeric_limits<std::size_t>::max();
+  for (const CompileKey& w : keys_) {
+    std::size_t d = diff(k, w).size();
+    if (d < best_diff) {
+      best_diff = d;
+      best = &w;
+    }
+  }
+  return best;
+}
+
+const WarmSet& WarmSetCache::get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config) {
+  std::string id = str_cat(static_cast<const void*>(&kernel), '|', config.to_json().dump());
+  auto it = sets_.find(id);
+  if (it != sets_.end()) return *it->second;
+  if (sets_.size() >= capacity_) sets_.clear();
+  auto set = std::make_unique<WarmSet>(space, kernel, config, target_);
+  return *sets_.emplace(std::move(id), std::move(set)).first->second;
+}
+
+}  // namespace warmkey::equivalence

@@ -1,0 +1,83 @@
+// WarmSet: everything warmup produces for one kernel under one config, computed once and looked
+// up in O(1) by the per-case checks: the warmup CompileKeys, the bound key (binary) of each, and
+// the P1/P5 findings of warmup itself.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "equivalence/report.h"
+#include "fuzz/gen/space.h"
+#include "warmup/jit_key.h"
+
+namespace warmkey::equivalence {
+
+// The target verification keys are made for: the default arch and options, and the NVRTC
+// version of the loaded library (as the runtime's compiler fills it).
+const CompileTarget& verification_target();
+
+class WarmSet {
+ public:
+  // Computes warmup_keys(config) and, per key, warmup_inputs -> validate -> dispatch -> bind.
+  // A kernel the config does not use has an empty set (used() == false).
+  WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
+          CompileTarget target = verification_target());
+
+  const fuzz::InputSpace& space() const { return *space_; }
+  const Kernel& kernel() const { return *kernel_; }
+  const ModelConfig& config() const { return config_; }
+  const CompileTarget& target() const { return target_; }
+  bool used() const { return used_; }
+
+  const std::vector<CompileKey>& keys() const { return keys_; }
+  bool has_key(const CompileKey& k) const { return key_index_.count(k) != 0; }
+  // The binary of warmup key k; nullptr when k is not a warmup key or its warmup failed.
+  const BoundKey* bound_of(const CompileKey& k) const;
+  // The warmup key whose binary b is; nullptr when no warmup key compiles b (P2 fails).
+  const CompileKey* warmed_by(const BoundKey& b) const;
+  // Distinct binaries warmup compiles.
+  std::size_t distinct_jit_keys() const { return warmed_.size(); }
+  // P1 and P5 findings (and a warmup_keys() that throws).
+  const std::vector<Violation>& warmup_violations() const { return warmup_violations_; }
+
+  // bound_of for any key, computing warmup_bound_key(k) when k is not a warmup key (cached).
+  // Returns nullptr and sets *error when it throws.
+  const BoundKey* bound_of_any(const CompileKey& k, std::string* error) const;
+
+  JitKey jit_key(const BoundKey& b) const { return make_jit_key(b, target_); }
+  // The warmed binary closest to b (fewest JitKey differences), with its warmup key.
+  std::pair<const BoundKey*, const CompileKey*> nearest_warmed(const BoundKey& b) const;
+  // The warmup key closest to k (fewest CompileKey differences).
+  const CompileKey* nearest_key(const CompileKey& k) const;
+
+ private:
+  void warm_key(std::size_t index, std::size_t total);
+
+  const fuzz::InputSpace* space_;
+  const Kernel* kernel_;
+  ModelConfig config_;
+  CompileTarget target_;
+  bool used_ = false;
+  std::vector<CompileKey> keys_;
+  std::vector<std::optional<BoundKey>> bounds_;  // per key
+  std::unordered_map<CompileKey, std::size_t, CompileKeyHash> key_index_;
+  std::unordered_map<BoundKey, std::size_t, BoundKeyHash> warmed_;  // binary -> first key index
+  std::vector<Violation> warmup_violations_;
+  mutable std::unordered_map<CompileKey, std::pair<std::optional<BoundKey>, std::string>, CompileKeyHash> extra_;
+};
+
+// A run's warm sets, one per (kernel, config), computed on first use.
+class WarmSetCache {
+ public:
+  explicit WarmSetCache(CompileTarget target = verification_target(), std::size_t capacity = 256)
+      : target_(std::move(target)), capacity_(capacity) {}
+  const WarmSet& get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config);
+
+ private:
+  CompileTarget target_;
+  std::size_t capacity_;
+  std::unordered_map<std::string, std::unique_ptr<WarmSet>> sets_;
+};
+
+}  // namespace warmkey::equivalence

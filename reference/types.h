@@ -1,0 +1,17 @@
+// Eigen types shared by the references: row-major float matrices and index vectors.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <optional>
+
+namespace warmkey::reference {
+
+// Row-major, like every tensor the kernels see.
+using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Expert ids of any index dtype as int64 (u32 ids keep their non-negative values).
+using IndexVector = Eigen::Matrix<std::int64_t, Eigen::Dynamic, 1>;
+// An optional map from global to local expert ids (-1: not local).
+using OptionalExpertMap = std::optional<Eigen::Ref<const Eigen::VectorXi>>;
+
+}  // namespace warmkey::reference

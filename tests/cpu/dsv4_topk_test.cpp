@@ -1,0 +1,655 @@
+// dsv4_topk on the CPU: the reference on hand-checked cases and its properties, the float32 fast
+// path's error bound, validation messages, the contract properties P1, P3, P4, P5, contract
+// break 1, and NVRTC compiles of every warmup key.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "equivalence/oracles/dsv4_topk.h"
+#include "kernels/dsv4_topk/dsv4_topk.h"
+#include "reference/dsv4_topk.h"
+#include "tests/support/contract_props.h"
+#include "tests/support/device.h"
+#include "tests/support/gen.h"
+#include "tests/support/numeric.h"
+#include "warmup/error.h"
+
+namespace warmkey {
+namespace {
+
+using reference::RowMatrixXf;
+using reference::RowMatrixXi32;
+using reference::RowMatrixXi64;
+
+const Dsv4Topk kKernel;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---- reference ---------------------------------------------------------------------------------
+
+struct Routed {
+  RowMatrixXf weights;
+  RowMatrixXi64 ids;
+};
+
+struct Inputs {
+  RowMatrixXf logits;
+  std::optional<Eigen::VectorXf> bias, bias_vl;
+  std::optional<Eigen::VectorXi> input_ids;
+  std::optional<RowMatrixXi32> tid2eid;
+  std::int64_t k = 2;
+  std::int64_t sentinel_lo = 0;
+  std::int64_t vocab_size = 64;
+  std::optional<std::int64_t> num_unpadded;
+  bool renormalize = true;
+  float scale = 1.5f;
+};
+
+Routed route(const Inputs& in) {
+  Routed r{RowMatrixXf::Constant(in.logits.rows(), in.k, -7.0f), RowMatrixXi64::Constant(in.logits.rows(), in.k, -7)};
+  reference::OptionalVectorXf bias, bias_vl;
+  if (in.bias) bias.emplace(*in.bias);
+  if (in.bias_vl) bias_vl.emplace(*in.bias_vl);
+  std::optional<Eigen::Ref<const Eigen::VectorXi>> ids;
+  if (in.input_ids) ids.emplace(*in.input_ids);
+  std::optional<Eigen::Ref<const RowMatrixXi32>> table;
+  if (in.tid2eid) table.emplace(*in.tid2eid);
+  reference::dsv4_topk(in.logits, bias, bias_vl, ids, table, r.weights, r.ids, in.sentinel_lo, in.vocab_size,
+                       in.num_unpadded, in.renormalize, in.scale);
+  return r;
+}
+
+double score(float x) { return x > 20 ? std::sqrt(double{x}) : std::sqrt(std::log1p(std::exp(double{x}))); }
+
+TEST(Dsv4TopkReference, biasSelectsButWeightsUseUnbiasedScoresRenormalisedAndScaled) {
+  Inputs in;
+  in.logits.resize(1, 4);
+  in.logits << 1.0f, 3.0f, 2.0f, 0.5f;
+  in.bias = Eigen::VectorXf::Zero(4);
+  (*in.bias)(3) = 10.0f;  // expert 3 wins the selection with the lowest score
+  const Routed r = route(in);
+  EXPECT_EQ(r.ids(0, 0), 3);
+  EXPECT_EQ(r.ids(0, 1), 1);
+  const double s3 = score(0.5f), s1 = score(3.0f);
+  EXPECT_NEAR(r.weights(0, 0), 1.5 * s3 / (s3 + s1), 1e-6);
+  EXPECT_NEAR(r.weights(0, 1), 1.5 * s1 / (s3 + s1), 1e-6);
+}
+
+TEST(Dsv4TopkReference, tiesGoToTheLowestExpertId) {
+  Inputs in;
+  in.k = 3;
+  in.logits = RowMatrixXf::Constant(1, 8, 0.25f);
+  in.bias = Eigen::VectorXf::Zero(8);
+  const Routed r = route(in);
+  EXPECT_EQ(r.ids(0, 0), 0);
+  EXPECT_EQ(r.ids(0, 1), 1);
+  EXPECT_EQ(r.ids(0, 2), 2);
+  EXPECT_NEAR(r.weights(0, 0), 0.5, 1e-6);  // 1.5 / 3
+}
+
+TEST(Dsv4TopkReference, nanLogitsAreNeverSelectedOverFiniteOnes) {
+  Inputs in;
+  in.k = 3;
+  in.logits.resize(1, 6);
+  in.logits << kNaN, -30.0f, kNaN, -25.0f, kNaN, -40.0f;
+  in.bias = Eigen::VectorXf::Zero(6);
+  const Routed r = route(in);
+  EXPECT_EQ(r.ids(0, 0), 3);
+  EXPECT_EQ(r.ids(0, 1), 1);
+  EXPECT_EQ(r.ids(0, 2), 5);
+}
+
+TEST(Dsv4TopkReference, softplusIsTheIdentityAbove20) {
+  EXPECT_DOUBLE_EQ(reference::dsv4_score(20.5f), std::sqrt(20.5));
+  EXPECT_DOUBLE_EQ(reference::dsv4_score(20.0f), std::sqrt(std::log1p(std::exp(20.0))));
+  EXPECT_DOUBLE_EQ(reference::dsv4_score(-std::numeric_limits<float>::infinity()), 0.0);
+}
+
+TEST(Dsv4TopkReference, imageRowsUseBiasVlInsideTheSentinelWindowOnly) {
+  Inputs in;
+  in.k = 1;
+  in.logits = RowMatrixXf::Zero(5, 3);
+  in.bias = Eigen::VectorXf::Zero(3);
+  (*in.bias)(0) = 1.0f;
+  in.bias_vl = Eigen::VectorXf::Zero(3);
+  (*in.bias_vl)(2) = 1.0f;
+  in.sentinel_lo = 40;
+  in.input_ids = Eigen::VectorXi(5);
+  *in.input_ids << 39, 40, 44, 45, 7;  // below, first, last, past, text
+  in.renormalize = false;
+  const Routed r = route(in);
+  EXPECT_EQ(r.ids.col(0).transpose(), (Eigen::Matrix<std::int64_t, 1, 5>() << 0, 2, 2, 0, 0).finished());
+  in.sentinel_lo = 0;  // VL off: every row uses the correction bias
+  EXPECT_EQ(route(in).ids.col(0).transpose(), (Eigen::Matrix<std::int64_t, 1, 5>() << 0, 0, 0, 0, 0).finished());
+}
+
+TEST(Dsv4TopkReference, hashRowsCopyTheTableAndMarkBadTokensAndEntries) {
+  Inputs in;
+  in.k = 2;
+  in.logits.resize(3, 4);
+  in.logits << 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3;
+  in.vocab_size = 3;
+  in.tid2eid = RowMatrixXi32(3, 2);
+  *in.tid2eid << 0, 1, 3, 9, 2, 2;  // token 1's second entry is out of range
+  in.input_ids = Eigen::VectorXi(3);
+  *in.input_ids << 1, 3, 0;  // token 3 is outside the vocabulary
+  in.renormalize = true;
+  in.scale = 1.0f;
+  const Routed r = route(in);
+  EXPECT_EQ(r.ids(0, 0), 3);
+  EXPECT_EQ(r.ids(0, 1), -1);
+  EXPECT_FLOAT_EQ(r.weights(0, 0), 1.0f);
+  EXPECT_FLOAT_EQ(r.weights(0, 1), 0.0f);
+  EXPECT_EQ(r.ids(1, 0), -1);
+  EXPECT_EQ(r.ids(1, 1), -1);
+  EXPECT_FLOAT_EQ(r.weights(1, 0), 0.0f);
+  EXPECT_EQ(r.ids(2, 0), 0);  // table order, not score order
+  EXPECT_EQ(r.ids(2, 1), 1);
+  EXPECT_NEAR(r.weights(2, 0), score(0) / (score(0) + score(1)), 1e-6);
+}
+
+TEST(Dsv4TopkReference, paddingRowsAndNoRenormalisation) {
+  Inputs in;
+  in.k = 2;
+  in.logits = RowMatrixXf::Constant(3, 4, 1.0f);
+  in.bias = Eigen::VectorXf::Zero(4);
+  in.num_unpadded = 1;
+  in.renormalize = false;
+  in.scale = 2.0f;
+  const Routed r = route(in);
+  EXPECT_NEAR(r.weights(0, 0), 2.0 * score(1.0f), 1e-6);
+  for (int t = 1; t < 3; ++t) {
+    EXPECT_EQ(r.ids(t, 0), -1);
+    EXPECT_EQ(r.ids(t, 1), -1);
+    EXPECT_EQ(r.weights(t, 0), 0.0f);
+  }
+}
+
+// Random routing rows: logits with duplicates, NaNs, large values and near-ties.
+struct RandomRows {
+  Inputs in;
+};
+
+rc::Gen<RandomRows> gen_rows() {
+  return rc::gen::exec([] {
+    RandomRows r;
+    const int e = *rc::gen::inRange(1, 65).as("E");
+    r.in.k = *rc::gen::inRange(1, std::min(e, 8) + 1).as("K");
+    const int t = *rc::gen::inRange(1, 9).as("T");
+    const auto value = rc::gen::weightedOneOf<float>({{6, rc::gen::map(rc::gen::inRange(-4000, 4000), [](int v) { return v / 1000.0f; })},
+                                                      {2, rc::gen::element(0.5f, 0.5f, 21.0f, -30.0f)},
+                                                      {1, rc::gen::just(kNaN)}});
+    r.in.logits.resize(t, e);
+    for (int i = 0; i < t; ++i)
+      for (int j = 0; j < e; ++j) r.in.logits(i, j) = *value;
+    r.in.bias = Eigen::VectorXf(e);
+    for (int j = 0; j < e; ++j) (*r.in.bias)(j) = *rc::gen::element(0.0f, 0.0f, 0.125f, -0.5f, 1.0f);
+    r.in.renormalize = *rc::gen::arbitrary<bool>();
+    r.in.scale = *rc::gen::element(1.0f, 1.5f, 2.5f);
+    return r;
+  });
+}
+
+double selection(const Inputs& in, Eigen::Index t, std::int64_t e) {
+  const double v = reference::dsv4_score(in.logits(t, e)) + double{(*in.bias)(e)};
+  return std::isnan(v) ? reference::kDsv4NanSelection : v;
+}
+
+RC_GTEST_PROP(Dsv4TopkReference, idsAreDistinctInRangeAndOrderedBySelectionValue, ()) {
+  const RandomRows rows = *gen_rows();
+  const Inputs& in = rows.in;
+  const Routed r = route(in);
+  for (Eigen::Index t = 0; t < in.logits.rows(); ++t) {
+    std::vector<bool> picked(in.logits.cols());
+    for (Eigen::Index j = 0; j < in.k; ++j) {
+      const std::int64_t e = r.ids(t, j);
+      RC_ASSERT(e >= 0 && e < in.logits.cols());
+      RC_ASSERT(!picked[e]);
+      picked[e] = true;
+      if (j > 0) {  // the previous pick beats this one: larger value, or equal and lower id
+        const double prev = selection(in, t, r.ids(t, j - 1)), cur = selection(in, t, e);
+        RC_ASSERT(prev > cur || (prev == cur && r.ids(t, j - 1) < e));
+      }
+    }
+    const double last = selection(in, t, r.ids(t, in.k - 1));
+    for (Eigen::Index e = 0; e < in.logits.cols(); ++e) {  // nothing unpicked beats the last pick
+      if (picked[e]) continue;
+      const double v = selection(in, t, e);
+      RC_ASSERT(v < last || (v == last && e > r.ids(t, in.k - 1)));
+      // NaN logits are never selected over finite ones.
+      if (!std::isnan(in.logits(t, e))) {
+        for (Eigen::Index j = 0; j < in.k; ++j) {
+          if (std::isnan(in.logits(t, r.ids(t, j)))) RC_ASSERT(v <= reference::kDsv4NanSelection);
+        }
+      }
+    }
+  }
+}
+
+RC_GTEST_PROP(Dsv4TopkReference, renormalisedWeightsSumToTheScalingFactor, ()) {
+  RandomRows rows = *gen_rows();
+  rows.in.renormalize = true;
+  const Routed r = route(rows.in);
+  for (Eigen::Index t = 0; t < r.weights.rows(); ++t) {
+    double sum = 0;
+    bool finite = true;
+    for (Eigen::Index j = 0; j < rows.in.k; ++j) {
+      sum += r.weights(t, j);
+      finite = finite && std::isfinite(r.weights(t, j));
+    }
+    RC_CLASSIFY(!finite, "NaN weight");
+    if (finite && sum > 0) RC_ASSERT(std::fabs(sum - rows.in.scale) <= 1e-5 * rows.in.scale);
+  }
+}
+
+RC_GTEST_PROP(Dsv4TopkReference, permutingTokensPermutesTheOutputs, ()) {
+  const RandomRows rows = *gen_rows();
+  const Eigen::Index t = rows.in.logits.rows();
+  const auto rank = *rc::gen::container<std::vector<int>>(static_cast<std::size_t>(t), rc::gen::arbitrary<int>()).as("order");
+  std::vector<int> order(t);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rank[a] < rank[b]; });
+  Inputs shuffled = rows.in;
+  for (Eigen::Index i = 0; i < t; ++i) shuffled.logits.row(i) = rows.in.logits.row(order[i]);
+  const Routed a = route(rows.in), b = route(shuffled);
+  for (Eigen::Index i = 0; i < t; ++i) {
+    RC_ASSERT(b.ids.row(i) == a.ids.row(order[i]));
+    for (Eigen::Index j = 0; j < rows.in.k; ++j) {
+      const float x = b.weights(i, j), y = a.weights(order[i], j);
+      RC_ASSERT((x == y) || (std::isnan(x) && std::isnan(y)));
+    }
+  }
+}
+
+// ---- the float32 fast path ---------------------------------------------------------------------
+
+// A host model of dsv4_topk.cuh's fast path: float32 values, K + 1 picks, and the separation test
+// with the kernel's constants. Host libm differs from CUDA's by a few ulp, like the bound allows.
+struct FastPath {
+  bool separated = false;
+  std::vector<std::int64_t> ids;
+};
+
+FastPath fast_path(const Inputs& in, Eigen::Index t) {
+  const Eigen::Index e = in.logits.cols();
+  std::vector<float> v(e);
+  float mag = 0.0f;
+  for (Eigen::Index i = 0; i < e; ++i) {
+    const float x = in.logits(t, i), b = (*in.bias)(i);
+    const float s = std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x)));
+    const float sum = s + b;
+    if (!std::isnan(std::fabs(s) + std::fabs(b))) mag = std::max(mag, std::fabs(s) + std::fabs(b));
+    v[i] = std::isnan(sum) ? -1e30f : sum;
+  }
+  std::vector<bool> taken(e);
+  std::vector<float> top;
+  FastPath out;
+  for (Eigen::Index r = 0; r <= in.k; ++r) {
+    Eigen::Index best = -1;
+    for (Eigen::Index i = 0; i < e; ++i) {
+      if (!taken[i] && (best < 0 || v[i] > v[best])) best = i;
+    }
+    if (best < 0) {
+      top.push_back(-std::numeric_limits<float>::infinity());
+      break;
+    }
+    taken[best] = true;
+    top.push_back(v[best]);
+    if (r < in.k) out.ids.push_back(best);
+  }
+  const float threshold = static_cast<float>(kDsv4FastPathGapScale) * mag + static_cast<float>(kDsv4FastPathGapFloor);
+  out.separated = true;
+  for (Eigen::Index r = 0; r < in.k; ++r) out.separated = out.separated && (top[r] - top[r + 1] > threshold);
+  return out;
+}
+
+// Rows built to sit near the bound: pairs of experts whose selection values differ by a few ulp.
+RC_GTEST_PROP(Dsv4TopkFastPath, separatedRowsRankLikeFloat64, ()) {
+  const int e = *rc::gen::inRange(7, 65).as("E");
+  Inputs in;
+  in.k = *rc::gen::inRange(1, 7).as("K");
+  in.logits.resize(1, e);
+  in.bias = Eigen::VectorXf(e);
+  for (int i = 0; i < e; ++i) {
+    in.logits(0, i) = *rc::gen::inRange(-3000, 3000) / 1000.0f;
+    (*in.bias)(i) = *rc::gen::inRange(-1000, 1000) / 1000.0f;
+  }
+  const int ulps = *rc::gen::inRange(0, 64).as("ulps apart");
+  int a = *rc::gen::inRange(0, e);
+  const int b = *rc::gen::inRange(0, e);
+  if (*rc::gen::arbitrary<bool>().as("tie with the top pick")) {
+    for (int i = 0; i < e; ++i) {
+      if (selection(in, 0, i) > selection(in, 0, a)) a = i;
+    }
+  }
+  in.logits(0, b) = std::nextafter(in.logits(0, a), 100.0f);
+  for (int i = 0; i < ulps; ++i) in.logits(0, b) = std::nextafter(in.logits(0, b), 100.0f);
+  (*in.bias)(b) = (*in.bias)(a);
+  const FastPath f = fast_path(in, 0);
+  RC_CLASSIFY(f.separated, "fast path");
+  if (f.separated) {
+    const Routed r = route(in);
+    for (Eigen::Index j = 0; j < in.k; ++j) RC_ASSERT(f.ids[j] == r.ids(0, j));
+  }
+}
+
+TEST(Dsv4TopkFastPath, exactTiesAndInfinitiesTakeTheFloat64Path) {
+  Inputs in;
+  in.k = 2;
+  in.logits = RowMatrixXf::Constant(1, 8, 0.5f);
+  in.bias = Eigen::VectorXf::Zero(8);
+  EXPECT_FALSE(fast_path(in, 0).separated);
+  in.logits(0, 3) = std::numeric_limits<float>::infinity();
+  in.logits(0, 4) = 2.0f;
+  in.logits(0, 5) = 1.0f;
+  EXPECT_FALSE(fast_path(in, 0).separated);
+  in.logits(0, 3) = 3.0f;
+  EXPECT_TRUE(fast_path(in, 0).separated);
+}
+
+// ---- oracle ------------------------------------------------------------------------------------
+
+TEST(Dsv4TopkOracle, casesAreNeverAllZeroAndReplayFromDisk) {
+  Dsv4TopkCase p;
+  p.num_tokens = 9;
+  p.vl = true;
+  p.hash = true;
+  p.padding = true;
+  p.seed = test::test_seed();
+  const NumericCase c = Dsv4TopkOracle::make_case(p);
+  ASSERT_TRUE(compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
+  test::TempDir dir;
+  write_case(dir.path(), c);
+  NumericCase back = read_case(dir.path());
+  Dsv4TopkOracle{}.compute_reference(back);
+  EXPECT_TRUE(test::outputs_match(back, c.expected));
+}
+
+TEST(Dsv4TopkOracle, sweepsCoverEveryModeOfTheConfig) {
+  const std::vector<Oracle::CaseDesc> cases = Dsv4TopkOracle{}.sweep(default_config(), 1);
+  auto has = [&](std::string_view word) {
+    return std::any_of(cases.begin(), cases.end(), [&](const auto& c) { return c.label.find(word) != std::string::npos; });
+  };
+  for (const char* w : {" vl", " hash", " pad", " misaligned", " no-renorm", " pdl", "T=1 ", "T=8192"}) EXPECT_TRUE(has(w)) << w;
+}
+
+// ---- validation --------------------------------------------------------------------------------
+
+Dsv4TopkArgs valid_args(std::int64_t tokens = 7) {
+  Dsv4TopkArgs a;
+  a.logits = Tensor::meta(DType::f32, {tokens, 256});
+  a.bias = Tensor::meta(DType::f32, {256});
+  a.bias_vl = Tensor::meta(DType::f32, {256});
+  a.input_ids = Tensor::meta(DType::i32, {tokens});
+  a.weights = Tensor::meta(DType::f32, {tokens, 6});
+  a.ids = Tensor::meta(DType::i32, {tokens, 6});
+  a.sentinel_lo = 129257;
+  a.vocab_size = 129280;
+  a.routed_scaling_factor = 1.5;
+  return a;
+}
+
+TEST(Dsv4TopkValidation, acceptsValidInputs) {
+  EXPECT_NO_THROW(kKernel.validate(valid_args()));
+  Dsv4TopkArgs a = valid_args();
+  a.bias.reset();
+  a.tid2eid = Tensor::meta(DType::i32, {129280, 6});
+  a.num_unpadded = 3;
+  a.ids = Tensor::meta(DType::i64, {7, 6});
+  EXPECT_NO_THROW(kKernel.validate(a));
+  const std::int64_t sizes[] = {7, 384}, strides[] = {400, 1};
+  a = valid_args();
+  a.logits = Tensor::meta_strided(DType::f32, sizes, strides, 4);
+  a.bias = Tensor::meta(DType::f32, {384});
+  a.bias_vl.reset();
+  EXPECT_NO_THROW(kKernel.validate(a));
+  EXPECT_NO_THROW(kKernel.validate(valid_args(0)));
+  EXPECT_FALSE(kKernel.launches(valid_args(0)));
+  EXPECT_TRUE(kKernel.launches(valid_args(1)));
+}
+
+TEST(Dsv4TopkValidation, errorsNameKernelFieldAndValue) {
+  struct Bad {
+    const char* name;
+    std::function<void(Dsv4TopkArgs&)> spoil;
+    const char* field;
+    const char* value;
+  };
+  const std::int64_t sizes[] = {7, 256}, strides[] = {100, 1};
+  const std::vector<Bad> cases = {
+      {"logits dtype", [](auto& a) { a.logits = Tensor::meta(DType::bf16, {7, 256}); }, "logits", "bf16"},
+      {"logits rank", [](auto& a) { a.logits = Tensor::meta(DType::f32, {7, 256, 1}); }, "logits", "3 dimensions"},
+      {"logits overlapping rows", [&](auto& a) { a.logits = Tensor::meta_strided(DType::f32, sizes, strides); },
+       "logits", "row stride 100"},
+      {"too many experts", [](auto& a) { a.logits = Tensor::meta(DType::f32, {7, 2048}); }, "logits", "2048"},
+      {"weights rows", [](auto& a) { a.weights = Tensor::meta(DType::f32, {8, 6}); }, "weights", "size 8"},
+      {"weights dtype", [](auto& a) { a.weights = Tensor::meta(DType::f16, {7, 6}); }, "weights", "f16"},
+      {"top-k above experts",
+       [](auto& a) {
+         a.logits = Tensor::meta(DType::f32, {7, 4});
+         a.bias = Tensor::meta(DType::f32, {4});
+         a.bias_vl.reset();
+       },
+       "top_k", "exceeds the number of experts"},
+      {"ids dtype", [](auto& a) { a.ids = Tensor::meta(DType::f32, {7, 6}); }, "ids", "f32"},
+      {"ids shape", [](auto& a) { a.ids = Tensor::meta(DType::i32, {7, 5}); }, "ids", "size 5"},
+      {"bias shape", [](auto& a) { a.bias = Tensor::meta(DType::f32, {255}); }, "bias", "size 255"},
+      {"bias missing", [](auto& a) { a.bias.reset(); }, "bias", "required without hash routing"},
+      {"bias_vl dtype", [](auto& a) { a.bias_vl = Tensor::meta(DType::i32, {256}); }, "bias_vl", "i32"},
+      {"sentinel past vocab", [](auto& a) { a.sentinel_lo = 129276; }, "sentinel_lo", "[129276, 129281)"},
+      {"sentinel negative", [](auto& a) { a.sentinel_lo = -3; }, "sentinel_lo", "outside the vocabulary"},
+      {"input_ids missing", [](auto& a) { a.input_ids.reset(); }, "input_ids", "required"},
+      {"input_ids dtype", [](auto& a) { a.input_ids = Tensor::meta(DType::i64, {7}); }, "input_ids", "i64"},
+      {"tid2eid rows", [](auto& a) { a.tid2eid = Tensor::meta(DType::i32, {1000, 6}); }, "tid2eid", "vocab_size"},
+      {"negative count", [](auto& a) { a.num_unpadded = -1; }, "num_unpadded", "-1"},
+      {"count above T", [](auto& a) { a.num_unpadded = 8; }, "num_unpadded", "T = 7"},
+      {"vocabulary", [](auto& a) { a.vocab_size = 0; }, "vocab_size", "0"},
+      {"scale", [](auto& a) { a.routed_scaling_factor = std::numeric_limits<double>::infinity(); },
+       "routed_scaling_factor", "inf"},
+  };
+  for (const Bad& c : cases) {
+    SCOPED_TRACE(c.name);
+    Dsv4TopkArgs a = valid_args();
+    c.spoil(a);
+    try {
+      kKernel.validate(a);
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("kernel 'dsv4_topk'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(str_cat("field '", c.field, "'")), std::string::npos) << msg;
+      EXPECT_NE(msg.find(c.value), std::string::npos) << msg;
+    }
+  }
+}
+
+// ---- the key -----------------------------------------------------------------------------------
+
+TEST(Dsv4TopkKey, holdsExpertsTopKDtypeModesAndAlignment) {
+  Dsv4TopkArgs a = valid_args();
+  a.logits = Tensor::meta(DType::f32, {7, 384}, 8);
+  a.bias = Tensor::meta(DType::f32, {384});
+  a.bias_vl = Tensor::meta(DType::f32, {384});
+  a.ids = Tensor::meta(DType::u32, {7, 6});
+  a.num_unpadded = 5;
+  a.launch_pdl = true;
+  EXPECT_EQ(kKernel.dispatch(a).to_string(),
+            "dsv4_topk{num_experts=384, block_n=512, top_k=6, ids_dtype=u32, has_vl=true, sentinel_lo=2, "
+            "has_hash=false, has_padding=true, renormalize=true, launch_pdl=true, logits_aligned=false}");
+  a.sentinel_lo = 0;  // bias_vl without a window: VL is off and the key says so
+  EXPECT_EQ(kKernel.dispatch(a).get_bool("has_vl"), false);
+  EXPECT_EQ(kKernel.dispatch(a).get_int("sentinel_lo"), 0);
+  a.sentinel_lo = 1;
+  a.bias_vl.reset();
+  EXPECT_EQ(kKernel.dispatch(a).get_bool("has_vl"), false);
+}
+
+TEST(Dsv4TopkKey, launchSpecPassesOnlyWhatTheKeyTurnsOn) {
+  Dsv4TopkArgs a = valid_args();
+  a.sentinel_lo = 0;
+  a.tid2eid = Tensor::meta(DType::i32, {129280, 6});
+  const JitKey jk = make_jit_key(kKernel.bound_key(a), CompileTarget{});
+  const std::string text = jk.signature_text();
+  EXPECT_NE(text.find("bias:constexpr=None"), std::string::npos) << text;     // hash layers: no bias
+  EXPECT_NE(text.find("bias_vl:constexpr=None"), std::string::npos) << text;  // VL off
+  EXPECT_NE(text.find("input_ids:*i32"), std::string::npos) << text;          // hash needs the ids
+  EXPECT_NE(text.find("sentinel_lo:i32:D"), std::string::npos) << text;       // 0 when off
+  EXPECT_NE(text.find("num_tokens:i32,"), std::string::npos) << text;         // not specialised
+}
+
+TEST(Dsv4TopkKey, blockNIsTheNextPowerOfTwo) {
+  EXPECT_EQ(dsv4_topk_block_n(1), 1);
+  EXPECT_EQ(dsv4_topk_block_n(16), 16);
+  EXPECT_EQ(dsv4_topk_block_n(256), 256);
+  EXPECT_EQ(dsv4_topk_block_n(257), 512);
+  EXPECT_EQ(dsv4_topk_block_n(384), 512);
+}
+
+TEST(Dsv4TopkKey, warmupKeyCountsOfTheShippedConfigs) {
+  // E x K x ids dtypes x VL (2) x hash (2) x padding (2) x PDL (2) x logits alignment (2).
+  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash")).size(), 32u);
+  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash-384")).size(), 32u);
+  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash-ep8-eplb")).size(), 64u);  // i32 and i64 ids
+  ModelConfig no_vision = default_config();
+  no_vision.vision = false;
+  no_vision.num_hash_layers = 0;
+  EXPECT_EQ(kKernel.warmup_keys(no_vision).size(), 8u);
+}
+
+// ---- contract properties -----------------------------------------------------------------------
+
+constexpr std::uintptr_t kFakeBase = 0x7f0000000000;  // never dereferenced
+
+Tensor fake_view(DType d, std::initializer_list<std::int64_t> sizes, int offset) {
+  return Tensor::view(d, reinterpret_cast<void*>(kFakeBase + static_cast<std::uintptr_t>(offset)), sizes);
+}
+
+struct RuntimeCase {
+  ModelConfig config;
+  Dsv4TopkArgs args;
+};
+
+// Valid runtime inputs of a configuration: T around 1, 16 and the powers of two (0 too), logits
+// aligned or not, contiguous or with padded rows; every index dtype; VL steps (and text steps
+// that still pass bias_vl), hash layers (with or without a stray bias), padding and PDL.
+rc::Gen<RuntimeCase> gen_runtime_case() {
+  return rc::gen::exec([] {
+    RuntimeCase c{*test::gen_config(), {}};
+    const ModelConfig& cfg = c.config;
+    const std::int64_t e = cfg.n_routed_experts, k = cfg.num_experts_per_tok;
+    const std::int64_t t = *rc::gen::weightedOneOf<std::int64_t>({{1, rc::gen::just<std::int64_t>(0)},
+                                                                   {9, test::gen_count(cfg.max_num_batched_tokens)}})
+                                .as("num_tokens");
+    const std::int64_t pad = *rc::gen::element<std::int64_t>(0, 0, 1, 3, 4, 16).as("logits row pad");
+    const int offset = *test::gen_offset(DType::f32).as("logits offset");
+    const std::int64_t sizes[] = {t, e}, strides[] = {e + pad, 1};
+    Dsv4TopkArgs& a = c.args;
+    a.logits = Tensor::view_strided(DType::f32, reinterpret_cast<void*>(kFakeBase + offset), sizes, strides);
+    const DType d = *rc::gen::elementOf(routing_index_dtypes(cfg)).as("ids dtype");
+    a.weights = fake_view(DType::f32, {t, k}, *test::gen_offset(DType::f32));
+    a.ids = fake_view(d, {t, k}, *test::gen_offset(d));
+    a.vocab_size = cfg.vocab_size;
+    const bool hash = cfg.num_hash_layers > 0 && *rc::gen::arbitrary<bool>().as("hash layer");
+    if (!hash || *rc::gen::arbitrary<bool>().as("stray bias")) a.bias = fake_view(DType::f32, {e}, *test::gen_offset(DType::f32));
+    if (cfg.vision && *rc::gen::arbitrary<bool>().as("bias_vl")) {
+      a.bias_vl = fake_view(DType::f32, {e}, *test::gen_offset(DType::f32));
+      a.sentinel_lo = *rc::gen::arbitrary<bool>().as("image rows") ? cfg.image_sentinel_lo : 0;
+    }
+    if (dsv4_topk_has_vl(a) || hash || *rc::gen::arbitrary<bool>().as("stray input_ids"))
+      a.input_ids = fake_view(DType::i32, {t}, *test::gen_offset(DType::i32));
+    if (hash) a.tid2eid = fake_view(DType::i32, {cfg.vocab_size, k}, *test::gen_offset(DType::i32));
+    if (*rc::gen::arbitrary<bool>().as("padding")) a.num_unpadded = *rc::gen::inRange<std::int64_t>(0, t + 1);
+    a.renormalize = cfg.norm_topk_prob;
+    a.routed_scaling_factor = cfg.routed_scaling_factor;
+    a.launch_pdl = *rc::gen::arbitrary<bool>().as("pdl");
+    return c;
+  });
+}
+
+void classify(const RuntimeCase& c) {
+  RC_CLASSIFY(c.args.logits.size(0) == 0, "T == 0");
+  RC_CLASSIFY(!c.args.logits.aligned16(), "misaligned");
+  RC_CLASSIFY(!c.args.logits.is_contiguous(), "padded rows");
+  RC_CLASSIFY(dsv4_topk_has_vl(c.args), "VL");
+  RC_CLASSIFY(c.args.tid2eid.has_value(), "hash");
+  RC_TAG(str_cat("E=", c.args.logits.size(1)));
+}
+
+RC_GTEST_PROP(Dsv4TopkContract, runtimeInputsAreValid, ()) {
+  const RuntimeCase c = *gen_runtime_case();
+  kKernel.validate(c.args);
+}
+
+RC_GTEST_PROP(Dsv4TopkContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
+  const RuntimeCase c = *gen_runtime_case();
+  classify(c);
+  test::assert_dispatch_warmed(kKernel, c.config, c.args);
+}
+
+RC_GTEST_PROP(Dsv4TopkContract, compileKeyDecidesTheBinary, ()) {  // P3 (and so P2 with P4)
+  const RuntimeCase c = *gen_runtime_case();
+  classify(c);
+  test::assert_key_sufficient(kKernel, c.args);
+}
+
+RC_GTEST_PROP(Dsv4TopkContract, warmupInputsReproduceTheirKeyAndValidate, ()) {  // P1, P5
+  const ModelConfig config = *test::gen_config();
+  const std::vector<std::string> problems = test::check_round_trip(kKernel, config);
+  RC_LOG() << test::join_lines(problems);
+  RC_ASSERT(problems.empty());
+}
+
+TEST(Dsv4TopkContract, embeddedConfigsRoundTrip) {  // P1, P5 on the shipped configurations
+  for (const std::string& name : embedded_config_names()) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, load_config(name))), "");
+  }
+}
+
+// Contract break 1 (KERNELS.md): dispatch forgets a field that changes the binary. The mutant
+// drops the VL flag and the sentinel class; P3 sees the JitKeys differ on a VL input.
+class ForgetsVlMutant : public Dsv4Topk {
+ public:
+  CompileKey dispatch(const Args& a) const override {
+    return Dsv4Topk::dispatch(a).with("has_vl", false).with("sentinel_lo", std::int64_t{0});
+  }
+};
+
+class SentinelAlwaysDivisibleMutant : public Dsv4Topk {
+ public:
+  Args warmup_inputs(const CompileKey& key) const override {
+    Args a = Dsv4Topk::warmup_inputs(key);
+    if (a.sentinel_lo > 0) a.sentinel_lo = 16;  // "any sentinel will do"
+    return a;
+  }
+};
+
+TEST(Dsv4TopkContract, forgottenVlFieldOrSentinelClassChangesTheBinary) {
+  Dsv4TopkArgs vl = valid_args();
+  EXPECT_EQ(kKernel.bound_key(vl), kKernel.bound_key(kKernel.warmup_inputs(kKernel.dispatch(vl))));
+  const ForgetsVlMutant forgets;
+  EXPECT_FALSE(forgets.bound_key(vl) == forgets.bound_key(forgets.warmup_inputs(forgets.dispatch(vl))));
+  const SentinelAlwaysDivisibleMutant divisible;
+  EXPECT_FALSE(divisible.bound_key(vl) == divisible.bound_key(divisible.warmup_inputs(divisible.dispatch(vl))));
+  EXPECT_FALSE(test::check_round_trip(divisible, default_config()).empty());
+}
+
+// ---- NVRTC -------------------------------------------------------------------------------------
+
+TEST(Dsv4TopkCompile, everyWarmupKeyOfTheEmbeddedConfigsCompiles) {
+  test::TempDir cache("warmkey-cache");
+  auto rt = test::make_test_runtime(cache.path());
+  for (const std::string& name : embedded_config_names()) {
+    const ModelConfig config = load_config(name);
+    if (!kKernel.used_by(config)) continue;
+    const WarmResult r = test::compile_warmup_keys(kKernel, config, *rt);
+    EXPECT_EQ(r.failed, 0u) << name << ":\n" << test::join_lines(r.failures);
+    EXPECT_GT(r.keys, 0u) << name;
+  }
+}
+
+}  // namespace
+}  // namespace warmkey

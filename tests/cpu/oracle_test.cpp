@@ -1,0 +1,103 @@
+// The numeric-case machinery: comparison rules, .npy files numpy can read, seeded fill.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "equivalence/oracle.h"
+#include "equivalence/oracles/moe_mul_sum.h"
+#include "tests/support/numeric.h"
+#include "warmup/error.h"
+
+namespace warmkey {
+namespace {
+
+NumericCase one_output_case(DType d, std::vector<float> want, Tolerance tol) {
+  NumericCase c;
+  c.kernel = "k";
+  c.label = "unit";
+  HostTensor t = HostTensor::zeros("out", d, {static_cast<std::int64_t>(want.size())});
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (dtype_is_float(d)) t.set_float(static_cast<std::int64_t>(i), want[i]);
+    else t.set_int(static_cast<std::int64_t>(i), static_cast<std::int64_t>(want[i]));
+  }
+  c.expected.push_back(t);
+  c.tolerances["out"] = tol;
+  return c;
+}
+
+TEST(CompareOutputs, relativeWithFloorAndNaNNeverPasses) {
+  const NumericCase c = one_output_case(DType::f32, {1.0f, 100.0f, 0.0f}, {0.01, 0.5});
+  HostTensor got = c.expected.front();
+  got.set_float(1, 100.9f);  // within 1% of 100
+  got.set_float(2, 0.004f);  // within 1% of the floor 0.5
+  EXPECT_TRUE(compare_outputs(c, {got}).ok);
+  got.set_float(1, 101.5f);
+  got.set_float(2, std::nanf(""));
+  const CompareReport r = compare_outputs(c, {got});
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.text().find("2 of 3 elements differ"), std::string::npos) << r.text();
+  EXPECT_NE(r.text().find("first [1]"), std::string::npos) << r.text();
+  EXPECT_NE(r.text().find("last [2] got nan"), std::string::npos) << r.text();
+}
+
+TEST(CompareOutputs, integersExactAndAllZeroReferencesRefused) {
+  const NumericCase c = one_output_case(DType::i32, {3, 0, 1}, {});
+  HostTensor got = c.expected.front();
+  EXPECT_TRUE(compare_outputs(c, {got}).ok);
+  got.set_int(0, 4);
+  EXPECT_FALSE(compare_outputs(c, {got}).ok);
+  const NumericCase zeros = one_output_case(DType::f32, {0.0f, 0.0f}, {0.1, 1});
+  const CompareReport r = compare_outputs(zeros, zeros.expected);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.text().find("all zeros"), std::string::npos);
+}
+
+TEST(Npy, writesNumpyHeadersAndReadsThemBack) {
+  test::TempDir dir;
+  HostTensor t = HostTensor::zeros("x", DType::bf16, {2, 3});
+  CaseRng(7).fill_uniform(t, -1, 1);
+  write_npy(dir.path() / "x.npy", t);
+  std::ifstream in(dir.path() / "x.npy", std::ios::binary);
+  std::string head(128, '\0');
+  in.read(head.data(), 128);
+  EXPECT_EQ(head.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  EXPECT_NE(head.find("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }"), std::string::npos);
+  EXPECT_EQ(std::filesystem::file_size(dir.path() / "x.npy"), 128u + 12u);  // header padded to 64
+  const HostTensor back = read_npy(dir.path() / "x.npy", "x", DType::bf16);
+  EXPECT_EQ(back.shape, t.shape);
+  EXPECT_EQ(back.bytes, t.bytes);
+  EXPECT_THROW(read_npy(dir.path() / "x.npy", "x", DType::f32), Error);
+}
+
+TEST(CaseRng, isDeterministicAndNeverFillsZeros) {
+  HostTensor a = HostTensor::zeros("a", DType::f16, {1000});
+  HostTensor b = HostTensor::zeros("b", DType::f16, {1000});
+  CaseRng(42).fill_uniform(a, -1, 1);
+  CaseRng(42).fill_uniform(b, -1, 1);
+  EXPECT_EQ(a.bytes, b.bytes);
+  HostTensor z = HostTensor::zeros("z", DType::f32, {1});
+  CaseRng(1).fill_uniform(z, 0, 1e-30);
+  EXPECT_NE(z.get_float(0), 0.0f);
+  EXPECT_NE(derive_seed(1, 0), derive_seed(1, 1));
+}
+
+TEST(MoeMulSumOracle, caseSurvivesADiskRoundTrip) {
+  MoeMulSumCase p;
+  p.num_tokens = 3;
+  p.hidden = 40;
+  p.ids_dtype = DType::u32;
+  p.aligned = false;
+  p.seed = test::test_seed();
+  const NumericCase c = MoeMulSumOracle::make_case(p);
+  test::TempDir dir;
+  write_case(dir.path(), c);
+  NumericCase back = read_case(dir.path());
+  EXPECT_EQ(back.input("x").align_offset, 2);
+  MoeMulSumOracle{}.compute_reference(back);
+  EXPECT_TRUE(test::outputs_match(back, c.expected));
+  EXPECT_EQ(back.tolerance("out").rel, MoeMulSumOracle::tolerance(DType::bf16).rel);
+}
+
+}  // namespace
+}  // namespace warmkey

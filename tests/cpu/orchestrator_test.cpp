@@ -1,0 +1,251 @@
+// The orchestrator: plans cover the used kernels in registry order, deduplicate, name the kernel and
+// key in errors; run_warmup compiles through the runtime, counts failures and summarises.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "warmup/error.h"
+#include "warmup/orchestrator.h"
+#include "warmup/source_set.h"
+
+namespace warmkey {
+namespace {
+
+// A device entry with the parameter list the host signature below declares.
+constexpr const char* kGoodSource =
+    "template <class S> __global__ void fake_kernel(typename S::n_t n) { (void)n; (void)S::BLOCK; }\n";
+constexpr const char* kBrokenSource = "#error this device source does not compile\n";
+
+// A kernel with one integer parameter n and one constexpr BLOCK; its keys are {n=<value>}.
+class FakeKernel : public Kernel {
+ public:
+  FakeKernel(std::string name, std::vector<std::int64_t> ns, const char* source = kGoodSource, bool used = true)
+      : ns_(std::move(ns)), used_(used) {
+    sources_.add(name + ".cuh", source);
+    def_.name = name;
+    def_.header = name + ".cuh";
+    def_.entry = "fake_kernel";
+    def_.constexprs = {{"BLOCK"}};
+    def_.params = {param::integer("n")};
+    def_.sources = &sources_;
+  }
+
+  const KernelDef& def() const override { return def_; }
+  bool used_by(const ModelConfig&) const override { return used_; }
+  std::vector<CompileKey> warmup_keys(const ModelConfig& config) const override {
+    if (throw_in_keys) throw std::runtime_error("the domain table is empty");
+    std::vector<CompileKey> out;
+    for (std::int64_t n : ns_) out.emplace_back(name(), std::vector<CompileKey::Field>{{"n", n}});
+    return out;
+  }
+  BoundKey warmup_bound_key(const CompileKey& key) const override {
+    std::int64_t n = key.get_int("n");
+    check_input(n != bad_n, name(), "n", n, " is refused by validate()");
+    LaunchSpec s;
+    s.constant(128).integer(n);
+    return bind(def_, s);
+  }
+  std::string describe_warmup_inputs(const CompileKey& key) const override { return str_cat("n=", key.get_int("n")); }
+
+  bool throw_in_keys = false;
+  std::int64_t bad_n = -12345;
+
+ private:
+  SourceSet sources_;
+  KernelDef def_;
+  std::vector<std::int64_t> ns_;
+  bool used_;
+};
+
+// The message of the exception of type E that fn throws ("" when none).
+template <class E, class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<std::string> key_texts(const Plan& p) {
+  std::vector<std::string> out;
+  for (const auto& e : p.entries) out.push_back(e.key.to_string());
+  return out;
+}
+
+RuntimeOptions no_disk() {
+  RuntimeOptions o;
+  o.cache_dir = std::filesystem::path();  // empty: no disk cache
+  o.load_modules = false;
+  return o;
+}
+
+TEST(PlanWarmup, coversTheUsedKernelsInRegistryOrder) {
+  Registry r;
+  r.add(std::make_unique<FakeKernel>("c", std::vector<std::int64_t>{2, 16}));
+  r.add(std::make_unique<FakeKernel>("b", std::vector<std::int64_t>{2}, kGoodSource, /*used=*/false));
+  r.add(std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{1}));
+  Plan p = plan_warmup(r, ModelConfig{});
+  EXPECT_EQ(p.kernels, (std::vector<std::string>{"c", "a"}));
+  EXPECT_EQ(key_texts(p), (std::vector<std::string>{"c{n=2}", "c{n=16}", "a{n=1}"}));
+  EXPECT_EQ(p.config.name, "dsv4-flash");
+  for (const auto& e : p.entries) {
+    EXPECT_EQ(e.kernel->name(), e.key.kernel());
+    EXPECT_EQ(e.jit.kernel, e.key.kernel());
+    EXPECT_EQ(e.jit.nvrtc_version, NvrtcCompiler::nvrtc_version());  // filled in when the target has none
+    EXPECT_EQ(e.jit.arch, "sm_90");
+  }
+}
+
+TEST(PlanWarmup, deduplicatesCompileKeysAndCountsDistinctJitKeys) {
+  Registry r;
+  // 2 and 3 are both plain i32 (one JitKey); 32 and 16 both divisible by 16 (one JitKey).
+  r.add(std::make_unique<FakeKernel>("k", std::vector<std::int64_t>{2, 3, 2, 16, 32, 16}));
+  Plan p = plan_warmup(r, ModelConfig{});
+  EXPECT_EQ(key_texts(p), (std::vector<std::string>{"k{n=2}", "k{n=3}", "k{n=16}", "k{n=32}"}));
+  EXPECT_EQ(p.distinct_jit_keys(), 2U);
+}
+
+TEST(PlanWarmup, oneKernelOnly) {
+  Registry r;
+  r.add(std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{2}));
+  r.add(std::make_unique<FakeKernel>("b", std::vector<std::int64_t>{16, 1}));
+  Plan p = plan_warmup(r, ModelConfig{}, std::string("b"));
+  EXPECT_EQ(p.kernels, (std::vector<std::string>{"b"}));
+  EXPECT_EQ(key_texts(p), (std::vector<std::string>{"b{n=16}", "b{n=1}"}));
+}
+
+TEST(PlanWarmup, unknownOrUnusedKernelIsAnInputError) {
+  Registry r;
+  r.add(std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{2}));
+  r.add(std::make_unique<FakeKernel>("off", std::vector<std::int64_t>{2}, kGoodSource, /*used=*/false));
+  std::string msg = error_of<InputError>([&] { plan_warmup(r, ModelConfig{}, std::string("nope")); });
+  EXPECT_NE(msg.find("'nope'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a, off"), std::string::npos) << msg;  // lists the known kernels
+  msg = error_of<InputError>([&] { plan_warmup(r, ModelConfig{}, std::string("off")); });
+  EXPECT_NE(msg.find("kernel 'off' is not used by config 'dsv4-flash'"), std::string::npos) << msg;
+}
+
+TEST(PlanWarmup, invalidConfigIsRefused) {
+  Registry r;
+  r.add(std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{2}));
+  ModelConfig c;
+  c.ep_size = 3;
+  std::string msg = error_of<InputError>([&] { plan_warmup(r, c); });
+  EXPECT_NE(msg.find("field 'ep_size'"), std::string::npos) << msg;
+}
+
+TEST(PlanWarmup, aContractErrorNamesTheKernelAndKeyOnce) {
+  Registry r;
+  auto k = std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{2, 48});
+  k->bad_n = 48;
+  r.add(std::move(k));
+  std::string msg = error_of<InputError>([&] { plan_warmup(r, ModelConfig{}); });
+  EXPECT_NE(msg.find("warmup key a{n=48}"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("field 'n': 48 is refused"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("kernel 'a'"), msg.rfind("kernel 'a'")) << "kernel named twice: " << msg;
+}
+
+TEST(PlanWarmup, aFailingWarmupKeysNamesTheKernelAndConfig) {
+  Registry r;
+  auto k = std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{2});
+  k->throw_in_keys = true;
+  r.add(std::move(k));
+  std::string msg = error_of<Error>([&] { plan_warmup(r, ModelConfig{}); });
+  EXPECT_NE(msg.find("kernel 'a': warmup_keys(config 'dsv4-flash'): the domain table is empty"), std::string::npos)
+      << msg;
+}
+
+TEST(RunWarmup, compilesEveryKeyThenHitsL1) {
+  Registry r;
+  r.add(std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{1, 2, 16}));
+  Plan p = plan_warmup(r, ModelConfig{});
+  JitRuntime rt(no_disk());
+  WarmupOptions o;
+  o.jobs = 2;
+  o.progress = ProgressMode::off;
+  WarmupSummary s = run_warmup(p, rt, o);
+  EXPECT_EQ(s.failed, 0U) << s.to_text();
+  EXPECT_EQ(s.keys, 3U);
+  EXPECT_EQ(s.compile_keys, 3U);
+  EXPECT_EQ(s.compiled, 3U);
+  EXPECT_EQ(s.kernels, 1U);
+  EXPECT_EQ(s.jobs, 2);
+  EXPECT_EQ(s.batch, 2);  // ceil(3 keys / 2 jobs)
+  EXPECT_GE(s.programs, 1U);
+
+  WarmupSummary again = run_warmup(p, rt, o);
+  EXPECT_EQ(again.compiled, 0U);
+  EXPECT_EQ(again.l1_hits, 3U);
+  EXPECT_EQ(again.failed, 0U);
+}
+
+TEST(RunWarmup, countsCompileFailuresWithoutThrowing) {
+  Registry r;
+  r.add(std::make_unique<FakeKernel>("broken", std::vector<std::int64_t>{2, 16}, kBrokenSource));
+  Plan p = plan_warmup(r, ModelConfig{});
+  JitRuntime rt(no_disk());
+  WarmupOptions o;
+  o.jobs = 1;
+  o.batch = 1;
+  o.progress = ProgressMode::off;
+  WarmupSummary s = run_warmup(p, rt, o);
+  EXPECT_EQ(s.failed, 2U);
+  EXPECT_EQ(s.compiled, 0U);
+  ASSERT_FALSE(s.failures.empty());
+  EXPECT_NE(s.failures[0].find("this device source does not compile"), std::string::npos) << s.failures[0];
+  EXPECT_NE(s.to_text().find("FAILED"), std::string::npos);
+}
+
+TEST(RunWarmup, drawsProgressOnStderrWhenAsked) {
+  Registry r;
+  r.add(std::make_unique<FakeKernel>("a", std::vector<std::int64_t>{2, 16}));
+  Plan p = plan_warmup(r, ModelConfig{});
+  JitRuntime rt(no_disk());
+  WarmupOptions o;
+  o.jobs = 1;
+  o.progress = ProgressMode::on;
+  ::testing::internal::CaptureStderr();
+  run_warmup(p, rt, o);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find('\r'), std::string::npos) << err;
+  EXPECT_NE(err.find("2/2 keys"), std::string::npos) << err;
+  EXPECT_NE(err.find("ETA"), std::string::npos) << err;
+  EXPECT_EQ(err.back(), '\n');
+
+  o.progress = ProgressMode::off;
+  ::testing::internal::CaptureStderr();
+  run_warmup(p, rt, o);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(WarmupSummary, jsonHasEveryCounter) {
+  WarmupSummary s;
+  s.config = "tiny";
+  s.kernels = 2;
+  s.keys = 10;
+  s.compiled = 7;
+  s.disk_hits = 3;
+  s.failures = {"boom"};
+  nlohmann::json j = s.to_json();
+  for (const char* f : {"config", "kernels", "keys", "compiled", "l1_hits", "disk_hits", "bundle_hits", "failed",
+                        "programs", "seconds", "failures"}) {
+    EXPECT_TRUE(j.contains(f)) << f;
+  }
+  EXPECT_EQ(j["config"], "tiny");
+  EXPECT_EQ(j["compiled"], 7);
+  EXPECT_EQ(j["failures"], nlohmann::json::array({"boom"}));
+  std::string text = s.to_text();
+  EXPECT_NE(text.find("tiny"), std::string::npos) << text;
+  EXPECT_NE(text.find("compiled 7"), std::string::npos) << text;
+  EXPECT_NE(text.find("boom"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace warmkey

@@ -1,0 +1,184 @@
+// NvrtcCompiler: real NVRTC compiles of the axpy test kernel (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "tests/cpu/runtime_axpy.h"
+#include "warmup/compiler.h"
+#include "warmup/error.h"
+
+namespace warmkey {
+namespace {
+
+using test_axpy::axpy_def;
+using test_axpy::key;
+
+std::vector<JitKey> scale_keys(const NvrtcCompiler& c, int count, const KernelDef& def = axpy_def()) {
+  std::vector<JitKey> out;
+  for (int s = 1; s <= count; ++s) out.push_back(make_jit_key(key(64, s, def), c.target()));
+  return out;
+}
+
+std::string compile_error_of(const NvrtcCompiler& c, const KernelDef& def, const std::vector<JitKey>& keys) {
+  try {
+    c.compile_batch(def, keys);
+  } catch (const CompileError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "compile of " << def.name << " did not throw CompileError";
+  return "";
+}
+
+TEST(NvrtcCompiler, versionIsMajorDotMinorAndFillsTheTarget) {
+  NvrtcCompiler c;
+  EXPECT_TRUE(std::regex_match(NvrtcCompiler::nvrtc_version(), std::regex(R"(\d+\.\d+)")))
+      << NvrtcCompiler::nvrtc_version();
+  EXPECT_EQ(c.target().nvrtc_version, NvrtcCompiler::nvrtc_version());
+  EXPECT_EQ(c.target().arch, "sm_90");
+}
+
+TEST(NvrtcCompiler, cudaIncludeDirPrefersCudaHome) {
+  test_axpy::TempDir home;
+  std::filesystem::create_directories(home.path() / "include");
+  {
+    test_axpy::ScopedEnv env("CUDA_HOME", home.path().string());
+    EXPECT_EQ(NvrtcCompiler::cuda_include_dir(), (home.path() / "include").string());
+  }
+  {
+    test_axpy::ScopedEnv env("CUDA_HOME", std::nullopt);
+    std::string dir = NvrtcCompiler::cuda_include_dir();
+    EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / "cuda_fp16.h")) << dir;
+  }
+}
+
+TEST(NvrtcCompiler, compileProducesACubinHoldingTheLoweredName) {
+  NvrtcCompiler c;
+  JitKey jk = make_jit_key(key(64), c.target());
+  std::vector<CompiledKernel> out = c.compile_batch(axpy_def(), {jk});
+  ASSERT_EQ(out.size(), 1u);
+  const CompiledKernel& k = out[0];
+  EXPECT_EQ(k.key, jk);
+  EXPECT_EQ(k.digest, jk.digest());
+  ASSERT_TRUE(k.cubin);
+  EXPECT_EQ(k.cubin->substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_EQ(k.lowered_name.substr(0, 2), "_Z") << k.lowered_name;
+  EXPECT_NE(k.cubin->find(k.lowered_name), std::string::npos) << k.lowered_name;
+  EXPECT_EQ(c.programs_compiled(), 1);
+  EXPECT_EQ(c.instantiations_compiled(), 1);
+}
+
+TEST(NvrtcCompiler, manyKeysShareOneProgramThroughNameExpressions) {
+  NvrtcCompiler c;
+  std::vector<JitKey> keys = scale_keys(c, 6);
+  std::vector<CompiledKernel> out = c.compile_batch(axpy_def(), keys);
+  ASSERT_EQ(out.size(), keys.size());
+  EXPECT_EQ(c.programs_compiled(), 1);
+  EXPECT_EQ(c.instantiations_compiled(), 6);
+  std::set<std::string> lowered;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].key, keys[i]);
+    EXPECT_EQ(out[i].cubin, out[0].cubin) << "one program, one cubin";
+    EXPECT_NE(out[i].cubin->find(out[i].lowered_name), std::string::npos) << out[i].lowered_name;
+    lowered.insert(out[i].lowered_name);
+  }
+  EXPECT_EQ(lowered.size(), keys.size()) << "each key has its own instantiation";
+}
+
+TEST(NvrtcCompiler, oneProgramPerKeyGivesTheSameLoweredNames) {
+  NvrtcCompiler batched, single;
+  std::vector<JitKey> keys = scale_keys(batched, 3);
+  std::vector<CompiledKernel> together = batched.compile_batch(axpy_def(), keys);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    std::vector<CompiledKernel> alone = single.compile_batch(axpy_def(), {keys[i]});
+    EXPECT_EQ(alone[0].lowered_name, together[i].lowered_name);
+    EXPECT_NE(alone[0].cubin, together[i].cubin);
+  }
+  EXPECT_EQ(single.programs_compiled(), 3);
+  EXPECT_EQ(batched.programs_compiled(), 1);
+}
+
+TEST(NvrtcCompiler, programSourceIncludesTheHeaderAndEveryInstantiation) {
+  NvrtcCompiler c;
+  std::vector<JitKey> keys = scale_keys(c, 2);
+  std::string src = NvrtcCompiler::program_source(axpy_def(), keys);
+  EXPECT_NE(src.find("struct warmkey_same_type"), std::string::npos);
+  EXPECT_NE(src.find("#include \"test/axpy.cuh\""), std::string::npos);
+  for (const JitKey& k : keys) EXPECT_NE(src.find("k_" + k.digest().substr(0, 16)), std::string::npos);
+  EXPECT_EQ(src.find("/usr/"), std::string::npos) << "no file-system path in the program";
+}
+
+TEST(NvrtcCompiler, constexprOneAndMisalignedKeysCompile) {
+  NvrtcCompiler c;
+  BoundKey one = key(1);
+  BoundKey misaligned = key(63, 2, axpy_def(), DType::f32, 4);
+  JitKey jk_one = make_jit_key(one, c.target());
+  JitKey jk_mis = make_jit_key(misaligned, c.target());
+  EXPECT_NE(jk_one.signature_text().find("n:constexpr=1"), std::string::npos) << jk_one;
+  EXPECT_NE(jk_mis.signature_text().find("x:*fp32,"), std::string::npos) << jk_mis;
+  EXPECT_EQ(c.compile_batch(axpy_def(), {jk_one, jk_mis}).size(), 2u);
+}
+
+TEST(NvrtcCompiler, cudaHeadersComeFromTheIncludeFolder) {
+  NvrtcCompiler c;
+  JitKey jk = make_jit_key(key(64, 2, test_axpy::axpy_bf16_def(), DType::bf16), c.target());
+  EXPECT_NE(jk.signature_text().find("*bf16"), std::string::npos) << jk;
+  std::vector<CompiledKernel> out = c.compile_batch(test_axpy::axpy_bf16_def(), {jk});
+  EXPECT_FALSE(out[0].lowered_name.empty());
+}
+
+TEST(NvrtcCompiler, compileErrorNamesEveryKeyAndCarriesTheLog) {
+  NvrtcCompiler c;
+  std::vector<JitKey> keys = scale_keys(c, 2, test_axpy::broken_def());
+  std::string msg = compile_error_of(c, test_axpy::broken_def(), keys);
+  EXPECT_NE(msg.find("kernel 'axpy_broken'"), std::string::npos) << msg;
+  for (const JitKey& k : keys) EXPECT_NE(msg.find(k.signature_text()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NVRTC log"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no_such_member"), std::string::npos) << msg;
+}
+
+// Mutant "signature and device kernel disagree": the static_assert of every instantiation fires.
+TEST(NvrtcCompiler, deviceEntryDisagreeingWithTheSignatureFailsToCompile) {
+  NvrtcCompiler c;
+  // Positive control: the agreeing entry of the same signature compiles.
+  EXPECT_NO_THROW(c.compile_batch(axpy_def(), {make_jit_key(key(64), c.target())}));
+  JitKey jk = make_jit_key(key(64, 2, test_axpy::swapped_def()), c.target());
+  std::string msg = compile_error_of(c, test_axpy::swapped_def(), {jk});
+  EXPECT_NE(msg.find("disagrees with the host signature of kernel axpy_swapped"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(jk.signature_text()), std::string::npos) << msg;
+}
+
+TEST(NvrtcCompiler, refusesAKeyMadeForAnotherNvrtc) {
+  NvrtcCompiler c;
+  JitKey jk = make_jit_key(key(64), c.target());
+  jk.nvrtc_version = "0.0";
+  std::string msg = compile_error_of(c, axpy_def(), {jk});
+  EXPECT_NE(msg.find("NVRTC '0.0'"), std::string::npos) << msg;
+  EXPECT_EQ(c.programs_compiled(), 0);
+}
+
+TEST(NvrtcCompiler, concurrentBatchesAllSucceed) {
+  NvrtcCompiler c;
+  std::vector<JitKey> keys = scale_keys(c, 4);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (const JitKey& k : keys) {
+    threads.emplace_back([&, k] {
+      try {
+        if (c.compile_batch(axpy_def(), {k}).size() == 1) ok.fetch_add(1);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  EXPECT_EQ(c.programs_compiled(), 4);
+}
+
+}  // namespace
+}  // namespace warmkey

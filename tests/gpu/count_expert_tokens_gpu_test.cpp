@@ -1,0 +1,67 @@
+// count_expert_tokens on the GPU against the Eigen reference: every index dtype, 1 to 8192
+// tokens, aligned and misaligned ids, with and without an expert map; counts poisoned first.
+#include <gtest/gtest.h>
+
+#include "equivalence/oracles/count_expert_tokens.h"
+#include "tests/support/device.h"
+#include "tests/support/numeric.h"
+
+namespace warmkey {
+namespace {
+
+std::vector<CountExpertTokensCase> all_cases() {
+  std::vector<CountExpertTokensCase> cases;
+  for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
+    for (DType ids : {DType::i32, DType::u32, DType::i64}) {
+      for (bool aligned : {true, false}) {
+        for (bool map : {false, true}) {
+          CountExpertTokensCase p;
+          p.num_tokens = t;
+          p.ids_dtype = ids;
+          p.aligned = aligned;
+          p.expert_map = map;
+          p.num_experts = 288;                   // 256 experts + 32 EPLB replicas
+          p.num_local_experts = map ? 36 : 288;  // EP 8 with a map; every expert local without
+          p.seed = derive_seed(test::test_seed(), cases.size());
+          cases.push_back(p);
+        }
+      }
+    }
+  }
+  // One local expert (its class is the constant 1) and a count that is not a power of two.
+  for (std::int64_t local : {1, 100}) {
+    CountExpertTokensCase p;
+    p.num_tokens = 333;
+    p.expert_map = true;
+    p.num_local_experts = local;
+    p.seed = derive_seed(test::test_seed(), cases.size());
+    cases.push_back(p);
+  }
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<CountExpertTokensCase>& info) {
+  std::string s = info.param.label();
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+JitRuntime& gpu_runtime() {
+  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
+  return *rt;
+}
+
+class CountExpertTokensGpu : public ::testing::TestWithParam<CountExpertTokensCase> {};
+
+TEST_P(CountExpertTokensGpu, matchesTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  const NumericCase c = CountExpertTokensOracle::make_case(GetParam());
+  EXPECT_TRUE(test::outputs_match(c, CountExpertTokensOracle{}.run_on_device(c, gpu_runtime())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CountExpertTokensGpu, ::testing::ValuesIn(all_cases()), case_name);
+
+}  // namespace
+}  // namespace warmkey

@@ -1,0 +1,77 @@
+// `warmkey warmup`: compiles every key of a configuration (L1, disk cache, NVRTC) and summarises.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/builtin.h"
+#include "tools/warmkey/commands.h"
+#include "warmup/orchestrator.h"
+
+namespace warmkey::cli {
+namespace {
+
+struct WarmupCliOptions {
+  std::string config = "dsv4-flash";
+  std::string kernel;
+  int jobs = 0;
+  int batch = 0;
+  std::string cache_dir;
+  bool json = false;
+  bool no_progress = false;
+};
+
+// --cache-dir, else $WARMKEY_CACHE_DIR, else the default folder (DiskCache::default_dir()).
+std::optional<std::filesystem::path> cache_dir(const WarmupCliOptions& o) {
+  if (!o.cache_dir.empty()) return std::filesystem::path(o.cache_dir);
+  if (const char* env = std::getenv("WARMKEY_CACHE_DIR"); env != nullptr && *env != '\0')
+    return std::filesystem::path(env);
+  return std::nullopt;
+}
+
+int run(const WarmupCliOptions& o) {
+  ModelConfig config = load_config(o.config);
+  std::optional<std::string> kernel;
+  if (!o.kernel.empty()) kernel = o.kernel;
+  RuntimeOptions ro;
+  ro.cache_dir = cache_dir(o);
+  JitRuntime rt(ro);
+  Plan plan = plan_warmup(builtin_registry(), config, kernel, rt.target());
+  WarmupOptions wo;
+  wo.jobs = o.jobs;
+  wo.batch = o.batch;
+  wo.progress = o.no_progress ? ProgressMode::off : ProgressMode::automatic;
+  WarmupSummary s = run_warmup(plan, rt, wo);
+  if (DiskCache* disk = rt.disk()) {
+    for (const auto& report : disk->take_reports()) std::cerr << "warmkey: disk cache: " << report << "\n";
+  }
+  if (o.json) {
+    std::cout << s.to_json().dump(2) << "\n";
+  } else {
+    std::cout << s.to_text();
+  }
+  return s.failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void register_warmup_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<WarmupCliOptions>();
+  CLI::App* sub = app.add_subcommand("warmup", "Compile every warmup key of a configuration; non-zero exit on failure");
+  sub->add_option("--config", o->config, "Embedded configuration name or JSON file")->capture_default_str();
+  sub->add_option("--kernel", o->kernel, "Only this kernel");
+  sub->add_option("--jobs", o->jobs, "Compile threads (default: all cores)")->check(CLI::Range(1, 1024));
+  sub->add_option("--batch", o->batch, "Instantiations per NVRTC program (default: chosen from keys and jobs)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--cache-dir", o->cache_dir,
+                  "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
+  sub->add_flag("--json", o->json, "Print the summary as JSON");
+  sub->add_flag("--no-progress", o->no_progress, "Never draw the progress bar (default: only on a terminal)");
+  sub->callback([o, exit_code] { *exit_code = run(*o); });
+}
+
+}  // namespace warmkey::cli

@@ -1,0 +1,396 @@
+// The CUDA driver behind dlopen: primary context, module loading, launches, memory, streams, events.
+#include "warmup/device.h"
+
+#include <cuda.h>  // types and enums only: libcuda is never linked
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+
+#include "warmup/error.h"
+#include "warmup/source_set.h"
+
+namespace warmkey {
+
+// Driver entry points, resolved by their versioned symbol names (the ABI cuda.h declares).
+struct Device::Api {
+  void* lib = nullptr;
+  CUresult (*init)(unsigned) = nullptr;
+  CUresult (*get_error_name)(CUresult, const char**) = nullptr;
+  CUresult (*get_error_string)(CUresult, const char**) = nullptr;
+  CUresult (*device_get_count)(int*) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
+  CUresult (*ctx_synchronize)() = nullptr;
+  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                            void**, void**) = nullptr;
+  CUresult (*mem_alloc)(CUdeviceptr*, std::size_t) = nullptr;
+  CUresult (*mem_free)(CUdeviceptr) = nullptr;
+  CUresult (*memcpy_htod)(CUdeviceptr, const void*, std::size_t) = nullptr;
+  CUresult (*memcpy_dtoh)(void*, CUdeviceptr, std::size_t) = nullptr;
+  CUresult (*memset_d8)(CUdeviceptr, unsigned char, std::size_t) = nullptr;
+  CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
+  CUresult (*stream_destroy)(CUstream) = nullptr;
+  CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_synchronize)(CUevent) = nullptr;
+  CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;
+};
+
+namespace {
+
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+
+// The first of `names` the library exports; throws DeviceError when none is there.
+template <class Fn>
+void resolve(void* lib, Fn* fn, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (void* p = ::dlsym(lib, n)) {
+      *fn = reinterpret_cast<Fn>(p);
+      return;
+    }
+  }
+  throw DeviceError(str_cat("libcuda.so.1 does not export ", *names.begin(), " (driver too old?)"));
+}
+
+// Fills every entry point of the Api struct `a`.
+void resolve_all(void* lib, auto& a) {
+  resolve(lib, &a.init, {"cuInit"});
+  resolve(lib, &a.get_error_name, {"cuGetErrorName"});
+  resolve(lib, &a.get_error_string, {"cuGetErrorString"});
+  resolve(lib, &a.device_get_count, {"cuDeviceGetCount"});
+  resolve(lib, &a.device_get, {"cuDeviceGet"});
+  resolve(lib, &a.device_get_name, {"cuDeviceGetName"});
+  resolve(lib, &a.device_get_attribute, {"cuDeviceGetAttribute"});
+  resolve(lib, &a.primary_ctx_retain, {"cuDevicePrimaryCtxRetain"});
+  resolve(lib, &a.ctx_set_current, {"cuCtxSetCurrent"});
+  resolve(lib, &a.ctx_synchronize, {"cuCtxSynchronize"});
+  resolve(lib, &a.module_load_data, {"cuModuleLoadData"});
+  resolve(lib, &a.module_get_function, {"cuModuleGetFunction"});
+  resolve(lib, &a.func_set_attribute, {"cuFuncSetAttribute"});
+  resolve(lib, &a.launch_kernel, {"cuLaunchKernel"});
+  resolve(lib, &a.mem_alloc, {"cuMemAlloc_v2"});
+  resolve(lib, &a.mem_free, {"cuMemFree_v2"});
+  resolve(lib, &a.memcpy_htod, {"cuMemcpyHtoD_v2"});
+  resolve(lib, &a.memcpy_dtoh, {"cuMemcpyDtoH_v2"});
+  resolve(lib, &a.memset_d8, {"cuMemsetD8_v2"});
+  resolve(lib, &a.stream_create, {"cuStreamCreate"});
+  resolve(lib, &a.stream_destroy, {"cuStreamDestroy_v2"});
+  resolve(lib, &a.stream_synchronize, {"cuStreamSynchronize"});
+  resolve(lib, &a.event_create, {"cuEventCreate"});
+  resolve(lib, &a.event_record, {"cuEventRecord"});
+  resolve(lib, &a.event_synchronize, {"cuEventSynchronize"});
+  resolve(lib, &a.event_elapsed_time, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
+  resolve(lib, &a.event_destroy, {"cuEventDestroy_v2"});
+}
+
+// $WARMKEY_DEVICE, or 0.
+int device_ordinal() {
+  const char* v = std::getenv("WARMKEY_DEVICE");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > 1024) throw DeviceError(str_cat("WARMKEY_DEVICE='", v, "' is not a device ordinal"));
+  return static_cast<int>(n);
+}
+
+// Kernel arguments in the layout cuLaunchKernel reads: one 8-byte slot per parameter.
+struct PackedArgs {
+  std::array<std::uint64_t, kMaxParams> slots{};
+  std::array<void*, kMaxParams> ptrs{};
+};
+
+template <class T>
+void put(PackedArgs& p, int i, T v) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t));
+  std::memcpy(&p.slots[i], &v, sizeof v);
+  p.ptrs[i] = &p.slots[i];
+}
+
+void pack_integer(PackedArgs& p, int i, const BoundParam& b, __int128 v) {
+  if (b.attr == ArgAttr::constexpr_one) return put<std::int32_t>(p, i, 1);
+  switch (static_cast<IntWidth>(b.type)) {
+    case IntWidth::i32: return put(p, i, static_cast<std::int32_t>(v));
+    case IntWidth::i64: return put(p, i, static_cast<std::int64_t>(v));
+    case IntWidth::u64: return put(p, i, static_cast<std::uint64_t>(v));
+  }
+}
+
+// Packs spec's arguments as the bound key's device signature expects. A meta tensor throws
+// MetaTensorError here, before any driver call.
+PackedArgs pack(const BoundKey& bound, const LaunchSpec& spec) {
+  const KernelDef& def = *bound.kernel;
+  if (spec.num_args != static_cast<int>(def.params.size()))
+    throw BindError(str_cat("kernel '", def.name, "': launch spec has ", spec.num_args, " arguments, signature has ",
+                            def.params.size()));
+  PackedArgs p;
+  for (int i = 0; i < spec.num_args; ++i) {
+    const ArgValue& a = spec.args[i];
+    switch (def.params[i].kind) {
+      case ParamKind::pointer: {
+        void* addr = a.tensor != nullptr ? a.tensor->data_ptr() : nullptr;
+        put<std::uint64_t>(p, i, reinterpret_cast<std::uintptr_t>(addr));
+        break;
+      }
+      case ParamKind::integer: pack_integer(p, i, bound.params[i], a.integer); break;
+      case ParamKind::floating: put(p, i, static_cast<float>(a.floating)); break;
+      case ParamKind::boolean: put(p, i, a.boolean); break;
+    }
+  }
+  return p;
+}
+
+// Names of the results a driver-less or GPU-less machine gives, for when cuGetErrorName cannot help
+// (the toolkit's stub library answers every call with CUDA_ERROR_STUB_LIBRARY).
+const char* fallback_error_name(int result) {
+  switch (result) {
+    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY (the toolkit's stub libcuda, not a driver)";
+    case 35: return "CUDA_ERROR_INSUFFICIENT_DRIVER (the driver is older than the CUDA runtime)";
+    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    default: return "CUDA error";
+  }
+}
+
+CUdeviceptr dptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
+
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : dev_(o.dev_), ptr_(o.ptr_), bytes_(o.bytes_) {
+  o.dev_ = nullptr;
+  o.ptr_ = 0;
+  o.bytes_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    DeviceBuffer old(std::move(*this));
+    dev_ = o.dev_;
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.dev_ = nullptr;
+    o.ptr_ = 0;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (dev_ == nullptr || ptr_ == 0) return;
+  try {
+    dev_->free(ptr_);
+  } catch (...) {
+    // A destructor must not throw; a failed free leaks the allocation.
+  }
+}
+
+Device& Device::instance() {
+  // Never destroyed: buffers and modules may outlive static destruction order.
+  static Device* device = new Device();
+  return *device;
+}
+
+Device::Device() : api_(std::make_unique<Api>()) {
+  try {
+    load(device_ordinal());
+    available_ = true;
+  } catch (const std::exception& e) {
+    available_ = false;
+    reason_ = e.what();
+  }
+}
+
+void Device::load(int ordinal) {
+  api_->lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (api_->lib == nullptr) {
+    const char* why = ::dlerror();
+    throw DeviceError(str_cat("CUDA driver not found: dlopen(\"libcuda.so.1\") failed: ", why ? why : "unknown"));
+  }
+  resolve_all(api_->lib, *api_);
+  check(api_->init(0), "cuInit");
+  int count = 0;
+  check(api_->device_get_count(&count), "cuDeviceGetCount");
+  if (count == 0) throw DeviceError("the CUDA driver reports no device");
+  if (ordinal >= count) throw DeviceError(str_cat("WARMKEY_DEVICE=", ordinal, " but only ", count, " device(s)"));
+  CUdevice dev = 0;
+  check(api_->device_get(&dev, ordinal), "cuDeviceGet");
+  char name[256] = {};
+  check(api_->device_get_name(name, sizeof name - 1, dev), "cuDeviceGetName");
+  name_ = name;
+  check(api_->device_get_attribute(&sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
+  check(api_->device_get_attribute(&major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
+  check(api_->device_get_attribute(&minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+  CUcontext ctx = nullptr;
+  check(api_->primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  context_ = ctx;
+}
+
+void Device::check(int result, const char* what) const {
+  if (result == CUDA_SUCCESS) return;
+  const char* name = nullptr;
+  const char* text = nullptr;
+  auto r = static_cast<CUresult>(result);
+  if (api_->get_error_name == nullptr || api_->get_error_name(r, &name) != CUDA_SUCCESS) name = nullptr;
+  if (api_->get_error_string == nullptr || api_->get_error_string(r, &text) != CUDA_SUCCESS) text = nullptr;
+  throw DeviceError(str_cat(what, " failed: ", name ? name : fallback_error_name(result), " (code ", result,
+                            text ? str_cat(": ", text) : std::string(), ")"));
+}
+
+void Device::check(int result, const std::string& what) const {
+  if (result != CUDA_SUCCESS) check(result, what.c_str());
+}
+
+void Device::require() const {
+  if (!available_) throw DeviceError(str_cat("no CUDA device available: ", reason_));
+}
+
+void Device::make_current() const { check(api_->ctx_set_current(static_cast<CUcontext>(context_)), "cuCtxSetCurrent"); }
+
+std::string Device::arch() const {
+  require();
+  return str_cat("sm_", major_, minor_);
+}
+
+void* Device::function(const CompiledKernel& k) {
+  require();
+  const std::string& digest = k.digest.empty() ? k.key.digest() : k.digest;
+  std::lock_guard lock(mu_);
+  if (auto it = modules_.find(digest); it != modules_.end()) return it->second.second;
+  if (!k.cubin || k.cubin->empty())
+    throw DeviceError(str_cat("kernel '", k.key.kernel, "': ", k.key.signature_text(), " has no cubin"));
+  make_current();
+  const std::string cubin_id = hex_digest(*k.cubin);
+  CUmodule module = nullptr;
+  if (auto it = cubin_modules_.find(cubin_id); it != cubin_modules_.end()) {
+    module = static_cast<CUmodule>(it->second);
+  } else {
+    check(api_->module_load_data(&module, k.cubin->data()),
+          str_cat("cuModuleLoadData for kernel '", k.key.kernel, "' (", k.key.signature_text(), ")"));
+    cubin_modules_.emplace(cubin_id, module);
+    modules_loaded_.fetch_add(1);
+  }
+  CUfunction fn = nullptr;
+  check(api_->module_get_function(&fn, module, k.lowered_name.c_str()),
+        str_cat("cuModuleGetFunction('", k.lowered_name, "') for kernel '", k.key.kernel, "'"));
+  modules_.emplace(digest, std::make_pair(static_cast<void*>(module), static_cast<void*>(fn)));
+  return fn;
+}
+
+void Device::launch(const CompiledKernel& k, const BoundKey& bound, const LaunchSpec& spec, Stream stream) {
+  PackedArgs args = pack(bound, spec);
+  require();
+  auto fn = static_cast<CUfunction>(function(k));
+  make_current();
+  const std::string& kernel = bound.kernel->name;
+  if (spec.shared_bytes > kDefaultSharedLimit) {
+    int r = api_->func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     static_cast<int>(spec.shared_bytes));
+    if (r != CUDA_SUCCESS)
+      check(r, str_cat("kernel '", kernel, "': raising dynamic shared memory to ", spec.shared_bytes, " bytes"));
+  }
+  int r = api_->launch_kernel(fn, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0], spec.block[1], spec.block[2],
+                              spec.shared_bytes, static_cast<CUstream>(stream), args.ptrs.data(), nullptr);
+  if (r != CUDA_SUCCESS)
+    check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", spec.grid[0], ",",
+                     spec.grid[1], ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
+                     " shared=", spec.shared_bytes));
+}
+
+DeviceBuffer Device::alloc(std::size_t bytes) {
+  require();
+  make_current();
+  CUdeviceptr p = 0;
+  check(api_->mem_alloc(&p, std::max<std::size_t>(bytes, 1)), str_cat("cuMemAlloc of ", bytes, " bytes"));
+  return DeviceBuffer(this, p, bytes);
+}
+
+void Device::free(std::uint64_t ptr) {
+  require();
+  make_current();
+  check(api_->mem_free(static_cast<CUdeviceptr>(ptr)), "cuMemFree");
+}
+
+void Device::copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  require();
+  if (bytes == 0) return;
+  make_current();
+  check(api_->memcpy_htod(dptr(dst), src, bytes), str_cat("cuMemcpyHtoD of ", bytes, " bytes"));
+}
+
+void Device::copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  require();
+  if (bytes == 0) return;
+  make_current();
+  check(api_->memcpy_dtoh(dst, dptr(src), bytes), str_cat("cuMemcpyDtoH of ", bytes, " bytes"));
+}
+
+void Device::fill_bytes(void* dst, unsigned char value, std::size_t bytes) {
+  require();
+  if (bytes == 0) return;
+  make_current();
+  check(api_->memset_d8(dptr(dst), value, bytes), str_cat("cuMemsetD8 of ", bytes, " bytes"));
+}
+
+void Device::synchronize(Stream stream) {
+  require();
+  make_current();
+  if (stream == nullptr) {
+    check(api_->ctx_synchronize(), "cuCtxSynchronize");
+  } else {
+    check(api_->stream_synchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+  }
+}
+
+Stream Device::create_stream() {
+  require();
+  make_current();
+  CUstream s = nullptr;
+  check(api_->stream_create(&s, CU_STREAM_DEFAULT), "cuStreamCreate");
+  return s;
+}
+
+void Device::destroy_stream(Stream s) {
+  require();
+  if (s == nullptr) return;
+  make_current();
+  check(api_->stream_destroy(static_cast<CUstream>(s)), "cuStreamDestroy");
+}
+
+void* Device::record_event(Stream stream) {
+  require();
+  make_current();
+  CUevent e = nullptr;
+  check(api_->event_create(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  int r = api_->event_record(e, static_cast<CUstream>(stream));
+  if (r != CUDA_SUCCESS) {
+    api_->event_destroy(e);
+    check(r, "cuEventRecord");
+  }
+  return e;
+}
+
+float Device::elapsed_ms(void* start, void* stop) {
+  require();
+  make_current();
+  auto a = static_cast<CUevent>(start);
+  auto b = static_cast<CUevent>(stop);
+  float ms = 0;
+  int r = api_->event_synchronize(b);
+  if (r == CUDA_SUCCESS) r = api_->event_elapsed_time(&ms, a, b);
+  api_->event_destroy(a);
+  api_->event_destroy(b);
+  check(r, "cuEventElapsedTime");
+  return ms;
+}
+
+}  // namespace warmkey

@@ -1,0 +1,104 @@
+// The monitor: per-phase lookup counters and the runtime-compile guard (off / warn / error).
+#include "warmup/monitor.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "warmup/error.h"
+
+namespace warmkey {
+
+std::string_view monitor_mode_name(MonitorMode m) {
+  switch (m) {
+    case MonitorMode::off: return "off";
+    case MonitorMode::warn: return "warn";
+    case MonitorMode::error: return "error";
+  }
+  return "?";
+}
+
+MonitorMode parse_monitor_mode(std::string_view s) {
+  for (MonitorMode m : {MonitorMode::off, MonitorMode::warn, MonitorMode::error}) {
+    if (monitor_mode_name(m) == s) return m;
+  }
+  throw InputError(str_cat("monitor mode '", s, "': expected off, warn or error"));
+}
+
+void Monitor::count_l1_hit(Phase p) { of(p).l1_hits.fetch_add(1, std::memory_order_relaxed); }
+void Monitor::count_l1_miss(Phase p) { of(p).l1_misses.fetch_add(1, std::memory_order_relaxed); }
+void Monitor::count_compile(Phase p) { of(p).compiles.fetch_add(1, std::memory_order_relaxed); }
+void Monitor::count_disk_hit(Phase p) { of(p).disk_hits.fetch_add(1, std::memory_order_relaxed); }
+void Monitor::count_bundle_hit(Phase p) { of(p).bundle_hits.fetch_add(1, std::memory_order_relaxed); }
+
+Counters Monitor::counters(Phase p) const {
+  const AtomicCounters& c = of(p);
+  return Counters{c.l1_hits.load(), c.l1_misses.load(), c.compiles.load(), c.disk_hits.load(), c.bundle_hits.load()};
+}
+
+void Monitor::reset_counters() {
+  for (AtomicCounters* c : {&warmup_, &runtime_}) {
+    c->l1_hits = 0;
+    c->l1_misses = 0;
+    c->compiles = 0;
+    c->disk_hits = 0;
+    c->bundle_hits = 0;
+  }
+}
+
+void Monitor::note_warmed(const JitKey& key) {
+  std::string digest = key.digest();
+  std::lock_guard lock(mu_);
+  if (warmed_digests_.insert(std::move(digest)).second) warmed_[key.kernel].push_back(key);
+}
+
+std::size_t Monitor::warmed_count() const {
+  std::lock_guard lock(mu_);
+  return warmed_digests_.size();
+}
+
+std::string Monitor::miss_report(const JitKey& key) const {
+  std::ostringstream os;
+  os << "runtime compile of kernel '" << key.kernel << "': JitKey " << key.signature_text();
+  std::lock_guard lock(mu_);
+  if (warmed_digests_.count(key.digest()) != 0) {
+    os << " was warmed, but its binary is in no cache (its warmup compile failed, or the caches were cleared)";
+    return os.str();
+  }
+  os << " was not warmed";
+  auto it = warmed_.find(key.kernel);
+  if (it == warmed_.end() || it->second.empty()) {
+    os << "; no key of kernel '" << key.kernel << "' was warmed";
+    return os.str();
+  }
+  const JitKey* nearest = nullptr;
+  std::vector<std::string> nearest_diff;
+  for (const JitKey& w : it->second) {
+    std::vector<std::string> d = diff(w, key);
+    if (nearest == nullptr || d.size() < nearest_diff.size()) {
+      nearest = &w;
+      nearest_diff = std::move(d);
+    }
+  }
+  os << "; nearest warmed key " << nearest->signature_text() << " (of " << it->second.size()
+     << " warmed for this kernel) differs in:";
+  for (const std::string& line : nearest_diff) os << "\n  " << line;
+  return os.str();
+}
+
+void Monitor::before_runtime_compile(const JitKey& key) {
+  MonitorMode m = mode();
+  if (m == MonitorMode::off || !active()) return;
+  std::string report = miss_report(key);
+  if (m == MonitorMode::error) throw RuntimeCompileError(str_cat("warmkey monitor (error mode) refused a ", report));
+  std::lock_guard lock(mu_);
+  if (!warned_.insert(key.digest()).second) return;
+  warnings_.push_back(report);
+  std::fprintf(stderr, "warmkey: warning: %s\n", report.c_str());
+}
+
+std::vector<std::string> Monitor::warnings() const {
+  std::lock_guard lock(mu_);
+  return warnings_;
+}
+
+}  // namespace warmkey
