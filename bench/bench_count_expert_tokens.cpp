@@ -49,6 +49,7 @@ BENCHMARK(BM_count_expert_tokens)
     ->Arg(8192)
     ->Arg(65536)
     ->UseManualTime()
+    ->Iterations(kTimedBatches)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMicrosecond);

@@ -18,7 +18,11 @@ void BM_moe_mul_sum(benchmark::State& state) {
   const std::size_t sets = rotating_sets(set_bytes);
   Device& dev = Device::instance();
   DeviceBuffer pool = dev.alloc(set_bytes * sets);
-  dev.fill_bytes(pool.data(), 0, set_bytes * sets);
+  for (std::size_t i = 0; i < sets; ++i) {  // random x and weights in every set (outputs are overwritten)
+    auto* base = static_cast<std::uint8_t*>(pool.data()) + i * set_bytes;
+    fill_random(base, d, t * kTopK * kHidden, 2 * i + 1);
+    fill_random(base + x_bytes, DType::f32, t * kTopK, 2 * i + 2);
+  }
 
   const MoeMulSum kernel;
   std::vector<MoeMulSumArgs> args(sets);  // sized once: the prepared specs point into it
@@ -46,6 +50,7 @@ BENCHMARK(BM_moe_mul_sum)
     ->Arg(8192)
     ->Arg(65536)
     ->UseManualTime()
+    ->Iterations(kTimedBatches)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMicrosecond);

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "warmup/binder.h"
 #include "warmup/device.h"
+#include "warmup/host_dtype.h"
 #include "warmup/runtime.h"
 #include "warmup/source_set.h"
 
@@ -19,6 +21,9 @@ namespace warmkey::bench {
 // Launches averaged per timed batch: one launch of a tiny kernel is shorter than the host gap
 // between two events.
 inline constexpr int kLaunchesPerBatch = 20;
+// Timed batches per repetition: a fixed count, so a 4 µs kernel and a 1 ms kernel both finish
+// in seconds (Google Benchmark's min-time would otherwise run 10^5 batches of the short one).
+inline constexpr int kTimedBatches = 100;
 // Bytes the rotating sets span at least, past the H200's 50 MB L2: no launch reads warm data.
 inline constexpr std::size_t kRotationBytes = std::size_t{256} << 20;
 
@@ -48,6 +53,35 @@ inline std::size_t rotating_sets(std::size_t set_bytes) {
 
 // Bytes rounded up to a 256-byte multiple: slices of one allocation stay 16-byte aligned.
 inline std::size_t padded(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Fills `count` elements of dtype at dst with uniform random values in [-1, 1) (floats) or
+// [0, modulus) (integers): never time on zeros. A 16 MiB host chunk is generated once and tiled.
+inline void fill_random(void* dst, DType dtype, std::int64_t count, std::uint64_t seed, std::int64_t modulus = 256) {
+  Device& dev = Device::instance();
+  const std::size_t elem = static_cast<std::size_t>(dtype_size(dtype));
+  const std::size_t chunk_elems = std::min<std::size_t>(static_cast<std::size_t>(count), (std::size_t{16} << 20) / elem);
+  std::vector<std::uint8_t> chunk(chunk_elems * elem);
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (std::size_t i = 0; i < chunk_elems; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const float f = static_cast<float>(x >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f;
+    std::uint8_t* p = chunk.data() + i * elem;
+    switch (dtype) {
+      case DType::f32: std::memcpy(p, &f, 4); break;
+      case DType::bf16: { std::uint16_t b = float_to_bf16_bits(f); std::memcpy(p, &b, 2); break; }
+      case DType::f16: { std::uint16_t b = float_to_f16_bits(f); std::memcpy(p, &b, 2); break; }
+      case DType::i64: { std::int64_t v = static_cast<std::int64_t>(x % static_cast<std::uint64_t>(modulus)); std::memcpy(p, &v, 8); break; }
+      case DType::i32:
+      case DType::u32: { std::int32_t v = static_cast<std::int32_t>(x % static_cast<std::uint64_t>(modulus)); std::memcpy(p, &v, 4); break; }
+      default: *p = static_cast<std::uint8_t>(x); break;
+    }
+  }
+  auto* out = static_cast<std::uint8_t*>(dst);
+  for (std::int64_t done = 0; done < count; done += static_cast<std::int64_t>(chunk_elems)) {
+    const std::size_t n = std::min<std::size_t>(chunk_elems, static_cast<std::size_t>(count - done));
+    dev.copy_to_device(out + static_cast<std::size_t>(done) * elem, chunk.data(), n * elem);
+  }
+}
 
 // One bound launch, prepared outside the timed region (validation, launch_spec and binding are
 // host work the timing must not include). The LaunchSpec points into args: keep both alive.
@@ -110,7 +144,7 @@ inline double copy_bandwidth_gbs() {
     Device& dev = Device::instance();
     const std::int64_t bytes = std::int64_t{1} << 30;
     DeviceBuffer a = dev.alloc(bytes), b = dev.alloc(bytes);
-    dev.fill_bytes(a.data(), 0, bytes);
+    dev.fill_bytes(a.data(), 0x5A, bytes);  // not zeros: METHOD.md
     const Tensor src = Tensor::view(DType::u8, a.data(), {bytes});
     const Tensor dst = Tensor::view(DType::u8, b.data(), {bytes});
     LaunchSpec spec;

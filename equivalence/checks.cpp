@@ -26,13 +26,18 @@ PropertyMask CaseChecker::failed(const fuzz::CaseFacts& f) const {
   PropertyMask m = 0;
   if (!f.dispatch_error.empty()) m |= bit(Property::P4) | bit(Property::P3);
   if (!f.bind_error.empty()) m |= bit(Property::P2) | bit(Property::P3);
-  if (f.key && !warm_.has_key(*f.key)) m |= bit(Property::P4);
-  if (f.bound && !warm_.warmed_by(*f.bound)) m |= bit(Property::P2);
+  const bool member = f.key && warm_.has_key(*f.key);
+  if (f.key && !member) m |= bit(Property::P4);
+  bool sufficient = false;
   if (f.key && f.bound) {
     std::string error;
     const BoundKey* w = warm_.bound_of_any(*f.key, &error);
-    if (w == nullptr || !(*w == *f.bound)) m |= bit(Property::P3);
+    sufficient = w != nullptr && *w == *f.bound;
+    if (!sufficient) m |= bit(Property::P3);
   }
+  // P3 and P4 together imply P2 (JitKey(x) is the binary of a warmup key); only otherwise is the
+  // whole warmed set consulted (which a lazy warm set then computes).
+  if (f.bound && !(member && sufficient) && !warm_.warmed_by(*f.bound)) m |= bit(Property::P2);
   return m;
 }
 

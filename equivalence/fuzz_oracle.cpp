@@ -1,6 +1,7 @@
 // Bytes -> config and runtime input -> properties, for libFuzzer and the regression replay.
 #include "equivalence/fuzz_oracle.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -13,7 +14,8 @@
 namespace warmkey::equivalence {
 
 std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_t* data, std::size_t size) {
-  static WarmSetCache cache;
+  // Lazy warm sets: a new config costs warmup_keys(), and each key is warmed when an input reaches it.
+  static WarmSetCache cache(verification_target(), 4096, /*lazy=*/true);
   const fuzz::InputSpace* space = fuzz::find_input_space(kernel);
   if (space == nullptr) throw InputError(str_cat("fuzz: kernel '", kernel, "' has no input space in fuzz/gen"));
   const Kernel& k = builtin_registry().at(kernel);
@@ -21,9 +23,12 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
   d.set_labelling(false);
   ModelConfig config = fuzz::draw_config(d);
   const std::size_t config_bytes = d.consumed();
-  const WarmSet& warm = cache.get(*space, k, config);
-  std::vector<Violation> out = warm.warmup_violations();
-  if (!warm.used()) return out;
+  // The config is a function of the bytes it was decoded from (zeros past the end): they name it.
+  std::string config_id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
+  config_id.append(config_bytes - config_id.size(), '\0');
+  const WarmSet& warm = cache.get(*space, k, config, std::move(config_id));
+  std::vector<Violation> out;
+  if (!warm.used()) return warm.warmup_violations();
   CaseChecker checker(warm);
   fuzz::CaseFacts f = space->run_case(k, d, config, &checker);
   PropertyMask m = f.flagged ? checker.failed(f) : 0;
@@ -39,6 +44,8 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
                                       fuzz::to_hex(bytes)));
     out.insert(out.end(), vs.begin(), vs.end());
   }
+  // P1 and P5 of the warmup keys warmed so far (the one this input reached included).
+  out.insert(out.end(), warm.warmup_violations().begin(), warm.warmup_violations().end());
   return out;
 }
 

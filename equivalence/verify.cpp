@@ -11,8 +11,10 @@
 #include "equivalence/checks.h"
 #include "equivalence/compile_check.h"
 #include "equivalence/determinism.h"
+#include "equivalence/numerics.h"
 #include "equivalence/shrink.h"
 #include "fuzz/gen/byte_draw.h"
+#include "warmup/runtime.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -156,6 +158,7 @@ nlohmann::json KernelReport::to_json() const {
                    {"failures_by_property", failures_by_property},
                    {"violations", vs},
                    {"seconds", seconds}};
+  if (!numerics.empty()) j["numerics"] = numerics;
   if (certificate) {
     j["classes"] = certificate->classes_explored;
     j["jit_keys_reachable"] = certificate->jit_keys_reachable;
@@ -217,6 +220,9 @@ std::string VerifyReport::to_text() const {
        << std::setw(9) << k.failing_cases << std::setw(7) << k.violations.size() << std::setw(9)
        << fmt_seconds(k.seconds) << "  " << (!k.used ? "not used" : c ? (c->all_warmed ? "yes" : "NO") : "-") << '\n';
   }
+  for (const auto& k : kernels) {
+    if (!k.numerics.empty()) os << "  P6 numerics, " << k.kernel << " under " << k.config << ": " << k.numerics << '\n';
+  }
   for (const auto& u : unverified) os << "  " << u << ": no input space in fuzz/gen (not verified)\n";
   for (const auto& k : kernels) {
     for (const auto& v : k.violations) os << '\n' << v.to_text();
@@ -252,6 +258,7 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
   report.cases = options.input ? 1 : options.cases;
   report.mutant = options.mutant ? options.mutant->name : "";
   report.unverified = subjects.unverified();
+  std::unique_ptr<JitRuntime> runtime;  // P6 only
   for (std::size_t ci = 0; ci < configs.size(); ++ci) {
     const ModelConfig& config = configs[ci];
     report.configs.push_back(config.name);
@@ -297,6 +304,13 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
         else run.random_cases();
         if (options.compile) {
           for (auto& v : check_compiles(warm)) r.violations.push_back(std::move(v));
+        }
+        if (options.numerics) {
+          if (!runtime) runtime = std::make_unique<JitRuntime>();
+          NumericsResult n = check_numerics(*kt.kernel, config, *runtime, options.seed, options.numeric_cases,
+                                            options.numerics_dir);
+          r.numerics = n.skipped ? "skipped: " + n.skip_reason : str_cat(n.cases, " cases");
+          for (auto& v : n.violations) r.violations.push_back(std::move(v));
         }
       }
       r.seconds = seconds_since(t0);

@@ -27,6 +27,9 @@ struct VerifyOptions {
   bool determinism = true;                // P7 in process
   std::vector<std::string> child_argv;    // P7 across processes (empty: skipped)
   bool compile = false;                   // PC (NVRTC, no GPU needed)
+  bool numerics = false;                  // P6 on the device (skips without one)
+  std::size_t numeric_cases = 8;          // oracle cases per kernel and config
+  std::string numerics_dir = "warmkey-numerics-failures";  // where failing cases are written
   bool shrink = true;
   std::optional<std::vector<std::uint8_t>> input;  // replay this one input instead of random cases
   const fuzz::Mutant* mutant = nullptr;
@@ -44,6 +47,7 @@ struct KernelReport {
   std::size_t failing_cases = 0;
   std::map<std::string, std::size_t> failures_by_property;  // "P2" -> cases (or keys) that broke it
   std::optional<KernelCertificate> certificate;
+  std::string numerics;             // P6: "12 cases", "skipped: no device: ...", or "" when not run
   std::vector<Violation> violations;
   double seconds = 0;
 

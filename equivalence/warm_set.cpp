@@ -17,7 +17,8 @@ const CompileTarget& verification_target() {
   return target;
 }
 
-WarmSet::WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config, CompileTarget target)
+WarmSet::WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config, CompileTarget target,
+                 bool lazy)
     : space_(&space), kernel_(&kernel), config_(config), target_(std::move(target)) {
   used_ = kernel.used_by(config);
   if (!used_) return;
@@ -34,11 +35,25 @@ WarmSet::WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const Mode
     return;
   }
   bounds_.resize(keys_.size());
+  done_.assign(keys_.size(), 0);
   for (std::size_t i = 0; i < keys_.size(); ++i) key_index_.emplace(keys_[i], i);
-  for (std::size_t i = 0; i < keys_.size(); ++i) warm_key(i, keys_.size());
+  if (!lazy) ensure_all();
 }
 
-void WarmSet::warm_key(std::size_t i, std::size_t total) {
+void WarmSet::ensure_all() const {
+  if (done_count_ == keys_.size()) return;
+  for (std::size_t i = 0; i < keys_.size(); ++i) ensure(i);
+}
+
+std::size_t WarmSet::distinct_jit_keys() const {
+  ensure_all();
+  return warmed_.size();
+}
+
+void WarmSet::warm_key(std::size_t i) const {
+  done_[i] = 1;
+  ++done_count_;
+  const std::size_t total = keys_.size();
   const CompileKey& k = keys_[i];
   fuzz::WarmupFacts f = space_->run_warmup(*kernel_, k);
   auto base = [&](Property p) {
@@ -91,11 +106,14 @@ void WarmSet::warm_key(std::size_t i, std::size_t total) {
 
 const BoundKey* WarmSet::bound_of(const CompileKey& k) const {
   auto it = key_index_.find(k);
-  if (it == key_index_.end() || !bounds_[it->second]) return nullptr;
+  if (it == key_index_.end()) return nullptr;
+  ensure(it->second);
+  if (!bounds_[it->second]) return nullptr;
   return &*bounds_[it->second];
 }
 
 const CompileKey* WarmSet::warmed_by(const BoundKey& b) const {
+  ensure_all();
   auto it = warmed_.find(b);
   return it == warmed_.end() ? nullptr : &keys_[it->second];
 }
@@ -117,6 +135,7 @@ const BoundKey* WarmSet::bound_of_any(const CompileKey& k, std::string* error) c
 }
 
 std::pair<const BoundKey*, const CompileKey*> WarmSet::nearest_warmed(const BoundKey& b) const {
+  ensure_all();
   JitKey target = jit_key(b);
   std::pair<const BoundKey*, const CompileKey*> best{nullptr, nullptr};
   std::size_t best_diff = std::numeric_limits<std::size_t>::max();
@@ -145,11 +164,16 @@ const CompileKey* WarmSet::nearest_key(const CompileKey& k) const {
 }
 
 const WarmSet& WarmSetCache::get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config) {
-  std::string id = str_cat(static_cast<const void*>(&kernel), '|', config.to_json().dump());
+  return get(space, kernel, config, config.to_json().dump());
+}
+
+const WarmSet& WarmSetCache::get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
+                                 std::string config_id) {
+  std::string id = str_cat(static_cast<const void*>(&kernel), '|', config_id);
   auto it = sets_.find(id);
   if (it != sets_.end()) return *it->second;
-  if (sets_.size() >= capacity_) sets_.clear();
-  auto set = std::make_unique<WarmSet>(space, kernel, config, target_);
+  if (sets_.size() >= capacity_) sets_.erase(sets_.begin());  // evicts one set, whichever the table lists first
+  auto set = std::make_unique<WarmSet>(space, kernel, config, target_, lazy_);
   return *sets_.emplace(std::move(id), std::move(set)).first->second;
 }
 

@@ -19,10 +19,11 @@ const CompileTarget& verification_target();
 
 class WarmSet {
  public:
-  // Computes warmup_keys(config) and, per key, warmup_inputs -> validate -> dispatch -> bind.
-  // A kernel the config does not use has an empty set (used() == false).
+  // Computes warmup_keys(config) and, per key, warmup_inputs -> validate -> dispatch -> bind:
+  // all at once, or (lazy) each key when a lookup first needs it (the fuzz oracle: a new config
+  // then costs only warmup_keys()). A kernel the config does not use has an empty set.
   WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
-          CompileTarget target = verification_target());
+          CompileTarget target = verification_target(), bool lazy = false);
 
   const fuzz::InputSpace& space() const { return *space_; }
   const Kernel& kernel() const { return *kernel_; }
@@ -37,8 +38,8 @@ class WarmSet {
   // The warmup key whose binary b is; nullptr when no warmup key compiles b (P2 fails).
   const CompileKey* warmed_by(const BoundKey& b) const;
   // Distinct binaries warmup compiles.
-  std::size_t distinct_jit_keys() const { return warmed_.size(); }
-  // P1 and P5 findings (and a warmup_keys() that throws).
+  std::size_t distinct_jit_keys() const;
+  // P1 and P5 findings (and a warmup_keys() that throws); lazy: of the keys warmed so far.
   const std::vector<Violation>& warmup_violations() const { return warmup_violations_; }
 
   // bound_of for any key, computing warmup_bound_key(k) when k is not a warmup key (cached).
@@ -52,7 +53,11 @@ class WarmSet {
   const CompileKey* nearest_key(const CompileKey& k) const;
 
  private:
-  void warm_key(std::size_t index, std::size_t total);
+  void warm_key(std::size_t index) const;
+  void ensure(std::size_t index) const {
+    if (!done_[index]) warm_key(index);
+  }
+  void ensure_all() const;
 
   const fuzz::InputSpace* space_;
   const Kernel* kernel_;
@@ -60,23 +65,32 @@ class WarmSet {
   CompileTarget target_;
   bool used_ = false;
   std::vector<CompileKey> keys_;
-  std::vector<std::optional<BoundKey>> bounds_;  // per key
   std::unordered_map<CompileKey, std::size_t, CompileKeyHash> key_index_;
-  std::unordered_map<BoundKey, std::size_t, BoundKeyHash> warmed_;  // binary -> first key index
-  std::vector<Violation> warmup_violations_;
+  // Filled per key by warm_key (at construction, or on demand when lazy).
+  mutable std::vector<char> done_;
+  mutable std::size_t done_count_ = 0;
+  mutable std::vector<std::optional<BoundKey>> bounds_;
+  mutable std::unordered_map<BoundKey, std::size_t, BoundKeyHash> warmed_;  // binary -> first key index
+  mutable std::vector<Violation> warmup_violations_;
   mutable std::unordered_map<CompileKey, std::pair<std::optional<BoundKey>, std::string>, CompileKeyHash> extra_;
 };
 
 // A run's warm sets, one per (kernel, config), computed on first use.
 class WarmSetCache {
  public:
-  explicit WarmSetCache(CompileTarget target = verification_target(), std::size_t capacity = 256)
-      : target_(std::move(target)), capacity_(capacity) {}
+  explicit WarmSetCache(CompileTarget target = verification_target(), std::size_t capacity = 1024, bool lazy = false)
+      : target_(std::move(target)), capacity_(capacity), lazy_(lazy) {}
+  // The returned reference stays valid until the next get().
   const WarmSet& get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config);
+  // Same, with the caller's identity of the config (for example the bytes it was decoded from),
+  // which spares serialising it.
+  const WarmSet& get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
+                     std::string config_id);
 
  private:
   CompileTarget target_;
   std::size_t capacity_;
+  bool lazy_;
   std::unordered_map<std::string, std::unique_ptr<WarmSet>> sets_;
 };
 

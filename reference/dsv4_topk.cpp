@@ -33,8 +33,8 @@ double dsv4_score(float x) {
   return std::sqrt(x > 20.0f ? xd : std::log1p(std::exp(xd)));
 }
 
-void dsv4_topk(const Eigen::Ref<const RowMatrixXf>& logits, const OptionalVectorXf& bias, const OptionalVectorXf& bias_vl,
-               const std::optional<Eigen::Ref<const Eigen::VectorXi>>& input_ids,
+void dsv4_topk(const Eigen::Ref<const RowMatrixXf>& logits, const OptionalVectorXf& bias,
+               const OptionalVectorXf& bias_vl, const std::optional<Eigen::Ref<const Eigen::VectorXi>>& input_ids,
                const std::optional<Eigen::Ref<const RowMatrixXi32>>& tid2eid, Eigen::Ref<RowMatrixXf> weights,
                Eigen::Ref<RowMatrixXi64> ids, std::int64_t sentinel_lo, std::int64_t vocab_size,
                std::optional<std::int64_t> num_unpadded, bool renormalize, float routed_scaling_factor) {

@@ -27,8 +27,8 @@ using OptionalVectorXf = std::optional<Eigen::Ref<const Eigen::VectorXf>>;
 // Recipe: s[e] = sqrt(softplus(x)) with softplus(x) = x for x > 20, else log1p(exp(x)), all in
 // float64 from the float32 logit; selection values, sums and scaling in float64; weights rounded
 // to float32 once at the end. ids are written as int64 (the caller narrows them to the ids dtype).
-void dsv4_topk(const Eigen::Ref<const RowMatrixXf>& logits, const OptionalVectorXf& bias, const OptionalVectorXf& bias_vl,
-               const std::optional<Eigen::Ref<const Eigen::VectorXi>>& input_ids,
+void dsv4_topk(const Eigen::Ref<const RowMatrixXf>& logits, const OptionalVectorXf& bias,
+               const OptionalVectorXf& bias_vl, const std::optional<Eigen::Ref<const Eigen::VectorXi>>& input_ids,
                const std::optional<Eigen::Ref<const RowMatrixXi32>>& tid2eid, Eigen::Ref<RowMatrixXf> weights,
                Eigen::Ref<RowMatrixXi64> ids, std::int64_t sentinel_lo, std::int64_t vocab_size,
                std::optional<std::int64_t> num_unpadded, bool renormalize, float routed_scaling_factor);

@@ -38,7 +38,10 @@ const char* kind_name(ParamKind k) {
 
 BoundParam bind_integer(const KernelDef& def, const Param& p, __int128 v) {
   BoundParam b;
-  b.type = static_cast<std::uint8_t>(int_width(v, str_cat("kernel '", def.name, "': param '", p.name, "'")));
+  // The hot path builds no message: only an out-of-range value pays for formatting one.
+  const bool in_range = v >= kI64Min && v <= kU64Max;
+  b.type = static_cast<std::uint8_t>(
+      int_width(v, in_range ? std::string_view() : str_cat("kernel '", def.name, "': param '", p.name, "'")));
   if (p.policy == Specialize::do_not_specialize) return b;
   if (v == 1) {
     b.attr = ArgAttr::constexpr_one;

@@ -14,13 +14,10 @@
 namespace warmkey {
 namespace {
 
-// Compile-time helper every instantiation's signature static_assert uses. The using-directive lets
-// those static_asserts (emitted after `namespace warmkey_gen` closes) name the Spec structs unqualified.
+// Compile-time helper every instantiation's signature static_assert uses.
 constexpr const char* kPrelude =
     "template <class A, class B> struct warmkey_same_type { static constexpr bool value = false; };\n"
-    "template <class A> struct warmkey_same_type<A, A> { static constexpr bool value = true; };\n"
-    "namespace warmkey_gen {}\n"
-    "using namespace warmkey_gen;\n";
+    "template <class A> struct warmkey_same_type<A, A> { static constexpr bool value = true; };\n";
 
 #ifndef WARMKEY_CUDA_INCLUDE_DIR
 #define WARMKEY_CUDA_INCLUDE_DIR "/usr/local/cuda/include"

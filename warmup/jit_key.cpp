@@ -169,8 +169,8 @@ std::string instantiation_source(const JitKey& key, const std::string& struct_na
       os << "  static constexpr int " << p.name << "_class = " << cls << ";\n";
     }
     if (i) sig << ", ";
-    if (pointer) sig << (p.writable ? "" : "const ") << "typename " << struct_name << "::" << p.name << "_t*";
-    else sig << "typename " << struct_name << "::" << p.name << "_t";
+    if (pointer) sig << (p.writable ? "" : "const ") << "typename warmkey_gen::" << struct_name << "::" << p.name << "_t*";
+    else sig << "typename warmkey_gen::" << struct_name << "::" << p.name << "_t";
   }
   os << "};\n}  // namespace warmkey_gen\n";
   os << "static_assert(warmkey_same_type<decltype(&" << key.entry << "<warmkey_gen::" << struct_name << ">), void (*)("

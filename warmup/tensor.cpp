@@ -42,6 +42,7 @@ std::int64_t TensorMeta::numel() const {
 }
 
 bool TensorMeta::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to address: any strides describe the same (empty) layout
   std::int64_t s = 1;
   for (int i = ndim - 1; i >= 0; --i) {
     if (sizes[i] != 1 && strides[i] != s) return false;

@@ -52,7 +52,8 @@ void fill_row(CaseRng& rng, HostTensor& logits, std::int64_t t, std::int64_t e, 
       const double target = reference::dsv4_score(logits.get_float(base + a)) + bias->get_float(a);
       if (auto x = logit_for(target, bias->get_float(b))) {
         float v = *x;
-        for (std::int64_t u = rng.uniform_int(-2, 2); u != 0; u += u > 0 ? -1 : 1) v = std::nextafter(v, u > 0 ? 100.0f : -100.0f);
+        for (std::int64_t u = rng.uniform_int(-2, 2); u != 0; u += u > 0 ? -1 : 1)
+          v = std::nextafter(v, u > 0 ? 100.0f : -100.0f);
         logits.set_float(base + b, v);
       }
     }
@@ -100,10 +101,14 @@ NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p) {
     for (std::int64_t row = 0; row < t; ++row) {
       const double r = rng.uniform(0, 1);
       std::int64_t tok = rng.uniform_int(0, p.vocab_size - 1);
-      if (p.vl && r < 0.30) tok = p.sentinel_lo + rng.uniform_int(0, kDsv4SentinelCount - 1);
-      else if (p.vl && r < 0.35) tok = p.sentinel_lo - 1;
-      else if (p.vl && r < 0.40 && p.sentinel_lo + kDsv4SentinelCount < p.vocab_size) tok = p.sentinel_lo + kDsv4SentinelCount;
-      else if (p.hash && r < 0.43) tok = rng.bernoulli(0.5) ? -1 : p.vocab_size;
+      if (p.vl && r < 0.30)
+        tok = p.sentinel_lo + rng.uniform_int(0, kDsv4SentinelCount - 1);
+      else if (p.vl && r < 0.35)
+        tok = p.sentinel_lo - 1;
+      else if (p.vl && r < 0.40 && p.sentinel_lo + kDsv4SentinelCount < p.vocab_size)
+        tok = p.sentinel_lo + kDsv4SentinelCount;
+      else if (p.hash && r < 0.43)
+        tok = rng.bernoulli(0.5) ? -1 : p.vocab_size;
       input_ids->set_int(row, tok);
     }
     if (t > 0) input_ids->set_int(0, p.vl ? p.sentinel_lo : 0);  // row 0 routes
@@ -135,7 +140,8 @@ NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p) {
   c.scalars["num_unpadded"] = p.padding ? rng.uniform_int(std::min<std::int64_t>(t, 1), t) : -1;
   c.scalars["renormalize"] = p.renormalize;
   c.scalars["launch_pdl"] = p.launch_pdl;
-  c.scalars["routed_scaling_factor_f32_bits"] = std::bit_cast<std::uint32_t>(static_cast<float>(p.routed_scaling_factor));
+  c.scalars["routed_scaling_factor_f32_bits"] =
+      std::bit_cast<std::uint32_t>(static_cast<float>(p.routed_scaling_factor));
 
   c.expected.push_back(HostTensor::zeros("weights", DType::f32, {t, k}, offset(DType::f32)));
   c.expected.push_back(HostTensor::zeros("ids", p.ids_dtype, {t, k}, offset(p.ids_dtype)));
@@ -256,7 +262,8 @@ std::vector<HostTensor> Dsv4TopkOracle::run_on_device(const NumericCase& c, JitR
   if (const std::int64_t n = scalar(c, "num_unpadded"); n >= 0) a.num_unpadded = n;
   a.renormalize = scalar(c, "renormalize") != 0;
   a.launch_pdl = scalar(c, "launch_pdl") != 0;
-  a.routed_scaling_factor = std::bit_cast<float>(static_cast<std::uint32_t>(scalar(c, "routed_scaling_factor_f32_bits")));
+  a.routed_scaling_factor =
+      std::bit_cast<float>(static_cast<std::uint32_t>(scalar(c, "routed_scaling_factor_f32_bits")));
   Dsv4Topk{}(a, rt);
   rt.device().synchronize();
   return {dev.download("weights"), dev.download("ids")};

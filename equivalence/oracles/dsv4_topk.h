@@ -15,11 +15,11 @@ struct Dsv4TopkCase {
   std::int64_t num_experts = 256;
   std::int64_t top_k = 6;
   DType ids_dtype = DType::i32;
-  bool aligned = true;        // false: logits and outputs one element past a 16-byte boundary
-  std::int64_t row_pad = 0;   // extra logits elements after each row (a padded-stride view)
-  bool vl = false;            // bias_vl and image-sentinel rows
-  bool hash = false;          // hash routing through tid2eid (no correction bias)
-  bool padding = false;       // num_unpadded in [1, T]
+  bool aligned = true;       // false: logits and outputs one element past a 16-byte boundary
+  std::int64_t row_pad = 0;  // extra logits elements after each row (a padded-stride view)
+  bool vl = false;           // bias_vl and image-sentinel rows
+  bool hash = false;         // hash routing through tid2eid (no correction bias)
+  bool padding = false;      // num_unpadded in [1, T]
   bool renormalize = true;
   bool launch_pdl = false;
   double routed_scaling_factor = 1.5;

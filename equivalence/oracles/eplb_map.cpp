@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "equivalence/oracles/routing_inputs.h"
-#include "kernels/dsv4_topk/dsv4_topk.h"
 #include "kernels/eplb_map/eplb_map.h"
 #include "reference/eplb_map.h"
 #include "warmup/error.h"
@@ -44,7 +43,8 @@ NumericCase EplbMapOracle::make_case(const EplbMapCase& p) {
   // that still has a free replica slot. Physical ids are then shuffled.
   std::vector<std::int64_t> perm(static_cast<std::size_t>(physical));
   std::iota(perm.begin(), perm.end(), 0);
-  for (std::size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[static_cast<std::size_t>(rng.uniform_int(0, i - 1))]);
+  for (std::size_t i = perm.size(); i > 1; --i)
+    std::swap(perm[i - 1], perm[static_cast<std::size_t>(rng.uniform_int(0, i - 1))]);
   HostTensor counts = HostTensor::zeros("replica_count", DType::i64, {logical});
   HostTensor l2p = HostTensor::zeros("l2p", DType::i64, {logical, p.slots});
   for (std::int64_t i = 0; i < l2p.numel(); ++i) l2p.set_int(i, -1);
@@ -110,13 +110,9 @@ std::vector<Oracle::CaseDesc> EplbMapOracle::sweep(const ModelConfig& config, st
     if (t < config.max_num_batched_tokens) tokens.push_back(t);
   }
   tokens.push_back(config.max_num_batched_tokens);
-  std::vector<DType> dtypes;
-  for (DType d : routing_index_dtypes(config)) {
-    if (d == DType::i32 || d == DType::i64) dtypes.push_back(d);
-  }
   std::vector<CaseDesc> out;
   for (std::int64_t t : tokens) {
-    for (DType d : dtypes) {
+    for (DType d : eplb_map_ids_dtypes(config)) {
       for (int variant = 0; variant < 4; ++variant) {
         EplbMapCase p;
         p.num_tokens = t;

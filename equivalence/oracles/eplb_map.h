@@ -15,12 +15,12 @@ struct EplbMapCase {
   std::int64_t top_k = 6;
   DType ids_dtype = DType::i32;
   std::int64_t num_logical = 256;
-  std::int64_t num_redundant = 32;   // physical experts P = num_logical + num_redundant
-  std::int64_t slots = 1024;         // columns of the map
-  bool record = true;                // the device flag
-  bool num_unpadded = false;         // record only rows below a random count
-  bool in_place = false;             // out is ids itself
-  bool aligned = true;               // false: ids, out and load one element past a 16-byte boundary
+  std::int64_t num_redundant = 32;  // physical experts P = num_logical + num_redundant
+  std::int64_t slots = 1024;        // columns of the map
+  bool record = true;               // the device flag
+  bool num_unpadded = false;        // record only rows below a random count
+  bool in_place = false;            // out is ids itself
+  bool aligned = true;              // false: ids, out and load one element past a 16-byte boundary
   std::uint64_t seed = 1;
 
   // "T=7 K=6 i32 L=256 P=288 slots=1024 record unpadded in-place aligned"

@@ -43,7 +43,8 @@ NumericCase MoeAlignOracle::make_case(const MoeAlignCase& p) {
   c.label = p.label();
   c.seed = p.seed;
 
-  HostTensor ids = HostTensor::zeros("topk_ids", p.ids_dtype, {p.num_tokens, p.top_k}, p.aligned ? 0 : dtype_size(p.ids_dtype));
+  HostTensor ids =
+      HostTensor::zeros("topk_ids", p.ids_dtype, {p.num_tokens, p.top_k}, p.aligned ? 0 : dtype_size(p.ids_dtype));
   fill_expert_ids(rng, ids, e);
   if (p.skewed) {  // 80% of the entries on experts 0..3
     for (std::int64_t i = 0; i < numel; ++i) {

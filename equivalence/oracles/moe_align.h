@@ -14,13 +14,13 @@ struct MoeAlignCase {
   std::int64_t num_tokens = 7;
   std::int64_t top_k = 6;
   DType ids_dtype = DType::i32;
-  bool aligned = true;               // false: ids one element past a 16-byte boundary
-  std::int64_t num_experts = 256;    // E: the id range, the map's length
+  bool aligned = true;             // false: ids one element past a 16-byte boundary
+  std::int64_t num_experts = 256;  // E: the id range, the map's length
   std::int64_t block_m = 16;
-  bool expert_map = false;           // map E experts to num_local_experts (the rest -1)
+  bool expert_map = false;  // map E experts to num_local_experts (the rest -1)
   std::int64_t num_local_experts = 32;
-  std::int64_t extra_capacity = 0;   // positions and blocks past the worst case (tail fill)
-  bool skewed = false;               // most entries on a few experts (long groups)
+  std::int64_t extra_capacity = 0;  // positions and blocks past the worst case (tail fill)
+  bool skewed = false;              // most entries on a few experts (long groups)
   std::uint64_t seed = 1;
 
   // "T=7 K=6 i32 aligned E=256 BLOCK_M=16 map=32 skewed +5"

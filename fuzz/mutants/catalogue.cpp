@@ -8,7 +8,7 @@ namespace warmkey::fuzz {
 const std::vector<Mutant>& mutant_catalogue() {
   static const std::vector<Mutant> all = [] {
     std::vector<Mutant> out;
-    for (auto* part : {&moe_mul_sum_mutants, &count_expert_tokens_mutants}) {
+    for (auto* part : {&routing_mutants, &count_expert_tokens_mutants, &moe_mul_sum_mutants}) {
       for (auto& m : part()) {
         if (builtin_registry().find(m.kernel) != nullptr) out.push_back(std::move(m));
       }

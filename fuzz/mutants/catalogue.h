@@ -34,5 +34,6 @@ const Mutant* find_mutant(std::string_view name);
 // Catalogue entries per kernel, each file under fuzz/mutants/ adds its own (mutants_<stem>.cpp).
 std::vector<Mutant> moe_mul_sum_mutants();
 std::vector<Mutant> count_expert_tokens_mutants();
+std::vector<Mutant> routing_mutants();  // dsv4_topk, eplb_map, moe_align
 
 }  // namespace warmkey::fuzz

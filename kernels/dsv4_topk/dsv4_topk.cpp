@@ -25,8 +25,8 @@ std::int64_t sentinel_for(const CompileKey& key) {
   for (std::int64_t v : class_points(1, kMaxInt32 - kDsv4SentinelCount)) {
     if (rep(v) == want) return v;
   }
-  fail_input(kName, "sentinel_lo", "no positive sentinel id inside an i32 vocabulary has value class ", want, " (",
-             key, ")");
+  fail_input(kName, "sentinel_lo", "no positive sentinel id inside an i32 vocabulary has value class ", want, " (", key,
+             ")");
 }
 
 void validate_vector(const Tensor& t, std::string_view field, std::int64_t experts) {
@@ -48,7 +48,7 @@ bool dsv4_topk_has_vl(const Dsv4TopkArgs& a) { return a.bias_vl.has_value() && a
 std::vector<DType> routing_index_dtypes(const ModelConfig& config) {
   std::vector<DType> out = config.index_dtypes;
   if (config.has_backend("megamoe") && std::find(out.begin(), out.end(), DType::i64) == out.end())
-    out.push_back(DType::i64);
+    out.push_back(DType::i64);  // a validated config already lists it; a hand-built one may not
   return out;
 }
 
@@ -131,8 +131,7 @@ void Dsv4Topk::validate(const Args& a) const {
   check_input(a.vocab_size >= 1 && a.vocab_size <= kMaxInt32, kName, "vocab_size", "vocabulary ", a.vocab_size,
               " must be in [1, 2^31)");
   check_input(a.sentinel_lo == 0 || (a.sentinel_lo > 0 && a.sentinel_lo + kDsv4SentinelCount <= a.vocab_size), kName,
-              "sentinel_lo",
-              "image-sentinel window [", a.sentinel_lo, ", ", a.sentinel_lo + kDsv4SentinelCount,
+              "sentinel_lo", "image-sentinel window [", a.sentinel_lo, ", ", a.sentinel_lo + kDsv4SentinelCount,
               ") is outside the vocabulary [0, ", a.vocab_size, ")");
   check_input(a.tid2eid.has_value() || a.bias.has_value(), kName, "bias",
               "the correction bias is required without hash routing (tid2eid)");

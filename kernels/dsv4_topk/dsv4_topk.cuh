@@ -13,7 +13,9 @@
 //   value (expf 2 ulp, log1pf 1 ulp, sqrtf and the add correctly rounded), so when each gap
 //   between consecutive picks exceeds 2e-6 * max_e(|s_e| + |bias_e|) + 1e-18 the float64 order is
 //   the same. Otherwise (near ties, exact ties, infinities) the row is ranked again in float64:
-//   ids then match the reference exactly, weights come from the path that ranked the row.
+//   ids then match the reference exactly, weights come from the path that ranked the row. The
+//   bound assumes NVRTC's accurate defaults (no -use_fast_math, -prec-sqrt=true, -ftz=false);
+//   the host repeats the two constants as kDsv4FastPathGapScale and kDsv4FastPathGapFloor.
 // - Padding rows (t >= num_unpadded) write ids -1 and weights 0. Hash rows (tid2eid present, the
 //   row not an image row) copy the table row of input_ids[t]; a token id outside [0, vocab_size)
 //   writes -1 / 0 for the whole row, a table entry outside [0, NUM_EXPERTS) writes -1 / 0 for its
@@ -102,7 +104,8 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
                      const typename S::tid2eid_t* tid2eid, typename S::weights_t* weights, typename S::ids_t* ids,
                      typename S::num_tokens_t num_tokens, typename S::logits_stride_t logits_stride,
                      typename S::sentinel_lo_t sentinel_lo, typename S::vocab_size_t vocab_size,
-                     typename S::num_unpadded_t num_unpadded, typename S::routed_scaling_factor_t routed_scaling_factor) {
+                     typename S::num_unpadded_t num_unpadded,
+                     typename S::routed_scaling_factor_t routed_scaling_factor) {
   using namespace dsv4_topk_detail;
   constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
   constexpr int kBlockN = static_cast<int>(S::BLOCK_N);

@@ -11,20 +11,20 @@
 namespace warmkey {
 
 struct Dsv4TopkArgs {
-  Tensor logits;                     // [T, E] f32, unit stride along E, row stride >= E: router logits
-  std::optional<Tensor> bias;        // [E] f32, contiguous: correction bias (selection only); required
-                                     // without tid2eid, unused with it (hash layers have none)
-  std::optional<Tensor> bias_vl;     // [E] f32, contiguous: the bias of image rows
-  std::optional<Tensor> input_ids;   // [T] i32, contiguous: token ids; required with VL or tid2eid
-  std::optional<Tensor> tid2eid;     // [vocab_size, K] i32, contiguous: hash-routing table
-  Tensor weights;                    // [T, K] f32, contiguous (out)
-  Tensor ids;                        // [T, K] i32 | u32 | i64, contiguous (out)
-  std::int64_t sentinel_lo = 0;      // first of the 5 image-sentinel token ids; 0 = none
-  std::int64_t vocab_size = 0;       // the model's vocabulary (bounds the sentinels and tid2eid)
+  Tensor logits;                             // [T, E] f32, unit stride along E, row stride >= E: router logits
+  std::optional<Tensor> bias;                // [E] f32, contiguous: correction bias (selection only); required
+                                             // without tid2eid, unused with it (hash layers have none)
+  std::optional<Tensor> bias_vl;             // [E] f32, contiguous: the bias of image rows
+  std::optional<Tensor> input_ids;           // [T] i32, contiguous: token ids; required with VL or tid2eid
+  std::optional<Tensor> tid2eid;             // [vocab_size, K] i32, contiguous: hash-routing table
+  Tensor weights;                            // [T, K] f32, contiguous (out)
+  Tensor ids;                                // [T, K] i32 | u32 | i64, contiguous (out)
+  std::int64_t sentinel_lo = 0;              // first of the 5 image-sentinel token ids; 0 = none
+  std::int64_t vocab_size = 0;               // the model's vocabulary (bounds the sentinels and tid2eid)
   std::optional<std::int64_t> num_unpadded;  // padding mode: rows t >= num_unpadded are padding
-  bool renormalize = true;           // weights sum to 1 before scaling (when their sum is > 0)
-  double routed_scaling_factor = 1.0;
-  bool launch_pdl = false;           // programmatic dependent launch (griddepcontrol.wait)
+  bool renormalize = true;                   // weights sum to 1 before scaling (when their sum is > 0)
+  double routed_scaling_factor = 1.0;        // multiplies every weight, after renormalisation
+  bool launch_pdl = false;                   // programmatic dependent launch (griddepcontrol.wait)
 };
 
 inline constexpr std::int64_t kDsv4SentinelCount = 5;  // image-sentinel ids per window

@@ -39,6 +39,15 @@ std::int64_t numel_for(const CompileKey& key) {
 
 }  // namespace
 
+std::vector<DType> eplb_map_ids_dtypes(const ModelConfig& config) {
+  std::vector<DType> out;
+  for (DType d : routing_index_dtypes(config)) {
+    if (d == DType::i32 || d == DType::i64) out.push_back(d);
+  }
+  if (out.empty()) out.push_back(DType::i32);
+  return out;
+}
+
 std::int64_t eplb_map_block_size(std::int64_t numel) { return numel <= kEplbMapNumelBoundaries[0] ? 128 : 512; }
 
 const KernelDef& EplbMap::kernel_def() {
@@ -66,17 +75,15 @@ std::vector<CompileKey> EplbMap::warmup_keys(const ModelConfig& config) const {
   const std::int64_t k = config.num_experts_per_tok;
   const std::vector<std::int64_t> cuts(std::begin(kEplbMapNumelBoundaries), std::end(kEplbMapNumelBoundaries));
   std::vector<KeyValue> blocks;
-  for (std::int64_t n : class_points(k, config.max_num_batched_tokens * k, cuts)) blocks.push_back(eplb_map_block_size(n));
-  std::vector<KeyValue> dtypes;
-  for (DType d : routing_index_dtypes(config)) {
-    if (d == DType::i32 || d == DType::i64) dtypes.push_back(d);  // u32 ids never reach EPLB
-  }
+  for (std::int64_t n : class_points(k, config.max_num_batched_tokens * k, cuts))
+    blocks.push_back(eplb_map_block_size(n));
+  const std::vector<DType> dtypes = eplb_map_ids_dtypes(config);
   return KeySpace(std::string(kName))
       .choices("has_num_unpadded", {false, true})
       .choices("num_logical", {rep(config.n_routed_experts)})
       .choices("slots", {rep(config.eplb_max_slots)})
       .choices("num_physical", {rep(config.num_physical_experts())})
-      .choices("ids_dtype", dtypes)
+      .choices("ids_dtype", {dtypes.begin(), dtypes.end()})
       .choices("block_size", blocks)
       .enumerate();
 }

@@ -11,16 +11,19 @@
 namespace warmkey {
 
 struct EplbMapArgs {
-  Tensor ids;             // [T, K] i32 | i64, contiguous: logical expert ids (-1 and others outside [0, L) map to -1)
-  Tensor replica_count;   // [L] i64, contiguous: replicas of each logical expert
-  Tensor l2p;             // [L, slots] i64, contiguous: replica r of expert e is physical l2p[e, r]
-  Tensor record;          // [1] i32: load recording is on when the device value is non-zero
-  Tensor load;            // [P] i32, contiguous: load[p] += entries mapped to p (in/out)
-  Tensor out;             // [T, K], the dtype of ids, contiguous (may be ids itself): physical ids
-  std::int64_t max_replicas = 1;  // the most replicas any expert has (host-side EPLB state), <= slots
+  Tensor ids;            // [T, K] i32 | i64, contiguous: logical expert ids (-1 and others outside [0, L) map to -1)
+  Tensor replica_count;  // [L] i64, contiguous: replicas of each logical expert
+  Tensor l2p;            // [L, slots] i64, contiguous: replica r of expert e is physical l2p[e, r]
+  Tensor record;         // [1] i32: load recording is on when the device value is non-zero
+  Tensor load;           // [P] i32, contiguous: load[p] += entries mapped to p (in/out)
+  Tensor out;            // [T, K], the dtype of ids, contiguous (may be ids itself): physical ids
+  std::int64_t max_replicas = 1;             // the most replicas any expert has (host-side EPLB state), <= slots
   std::optional<std::int64_t> num_unpadded;  // only entries of rows < num_unpadded are recorded
 };
 
+// The ids dtypes EPLB sees under a config: the routing index dtypes that are signed (i32, i64);
+// a config whose routing produces only u32 hands EPLB i32 ids (u32 never reaches it).
+std::vector<DType> eplb_map_ids_dtypes(const ModelConfig& config);
 // Threads per block: 128 for numel <= 1024 (decode), else 512.
 std::int64_t eplb_map_block_size(std::int64_t numel);
 // The numel the heuristic compares against (`numel <= b`): warmup enumerates both sides.

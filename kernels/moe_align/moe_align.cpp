@@ -30,7 +30,9 @@ std::int64_t numel_for(const CompileKey& key) {
   fail_input(kName, "num_warps", "no entry count gives ", want, " warps for E = ", e, " (", key, ")");
 }
 
-bool is_block_m(std::int64_t m) { return std::find(std::begin(kMoeAlignBlockMs), std::end(kMoeAlignBlockMs), m) != std::end(kMoeAlignBlockMs); }
+bool is_block_m(std::int64_t m) {
+  return std::find(std::begin(kMoeAlignBlockMs), std::end(kMoeAlignBlockMs), m) != std::end(kMoeAlignBlockMs);
+}
 
 }  // namespace
 
@@ -78,9 +80,9 @@ bool MoeAlign::used_by(const ModelConfig& config) const {
 std::vector<CompileKey> MoeAlign::warmup_keys(const ModelConfig& config) const {
   // The routed ids of T in [1, max_num_batched_tokens] tokens: numel in [K, max * K].
   const std::int64_t k = config.num_experts_per_tok;
-  const std::vector<std::int64_t> numels = class_points(
-      k, config.max_num_batched_tokens * k,
-      std::vector<std::int64_t>(std::begin(kMoeAlignNumelBoundaries), std::end(kMoeAlignNumelBoundaries)));
+  const std::vector<std::int64_t> numels =
+      class_points(k, config.max_num_batched_tokens * k,
+                   std::vector<std::int64_t>(std::begin(kMoeAlignNumelBoundaries), std::end(kMoeAlignNumelBoundaries)));
   // Without EP: the physical experts, no map. With EP: global physical ids through the map, or
   // ids already local (the EP dispatch delivered them) over the local experts without a map.
   std::vector<std::pair<std::int64_t, bool>> experts = {{config.num_physical_experts(), false}};

@@ -38,9 +38,9 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
   static_assert(kWarps >= 1 && kWarps <= 32, "moe_align: 1 to 32 warps");
 
   extern __shared__ int smem[];
-  int* cursor = smem;                        // [kWarps][kExperts]
-  int* total = smem + kWarps * kExperts;     // [kExperts]
-  int* start = total + kExperts;             // [kExperts + 1]
+  int* cursor = smem;                     // [kWarps][kExperts]
+  int* total = smem + kWarps * kExperts;  // [kExperts]
+  int* start = total + kExperts;          // [kExperts + 1]
 
   const int lane = wk::lane_id();
   const int warp = static_cast<int>(threadIdx.x / 32);
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
   int* my_row = cursor + warp * kExperts;
 
   // The experts of one step's entries; -1 for a dropped id or past the chunk.
-  auto load_step = [&](long long base, int (&e)[MOE_ALIGN_UNROLL]) {
+  auto load_step = [&](long long base, int(&e)[MOE_ALIGN_UNROLL]) {
 #pragma unroll
     for (int u = 0; u < MOE_ALIGN_UNROLL; ++u) {
       const long long o = base + u * 32 + lane;

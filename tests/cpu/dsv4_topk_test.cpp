@@ -179,9 +179,10 @@ rc::Gen<RandomRows> gen_rows() {
     const int e = *rc::gen::inRange(1, 65).as("E");
     r.in.k = *rc::gen::inRange(1, std::min(e, 8) + 1).as("K");
     const int t = *rc::gen::inRange(1, 9).as("T");
-    const auto value = rc::gen::weightedOneOf<float>({{6, rc::gen::map(rc::gen::inRange(-4000, 4000), [](int v) { return v / 1000.0f; })},
-                                                      {2, rc::gen::element(0.5f, 0.5f, 21.0f, -30.0f)},
-                                                      {1, rc::gen::just(kNaN)}});
+    const auto value = rc::gen::weightedOneOf<float>(
+        {{6, rc::gen::map(rc::gen::inRange(-4000, 4000), [](int v) { return v / 1000.0f; })},
+         {2, rc::gen::element(0.5f, 0.5f, 21.0f, -30.0f)},
+         {1, rc::gen::just(kNaN)}});
     r.in.logits.resize(t, e);
     for (int i = 0; i < t; ++i)
       for (int j = 0; j < e; ++j) r.in.logits(i, j) = *value;
@@ -248,7 +249,8 @@ RC_GTEST_PROP(Dsv4TopkReference, renormalisedWeightsSumToTheScalingFactor, ()) {
 RC_GTEST_PROP(Dsv4TopkReference, permutingTokensPermutesTheOutputs, ()) {
   const RandomRows rows = *gen_rows();
   const Eigen::Index t = rows.in.logits.rows();
-  const auto rank = *rc::gen::container<std::vector<int>>(static_cast<std::size_t>(t), rc::gen::arbitrary<int>()).as("order");
+  const auto rank =
+      *rc::gen::container<std::vector<int>>(static_cast<std::size_t>(t), rc::gen::arbitrary<int>()).as("order");
   std::vector<int> order(t);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rank[a] < rank[b]; });
@@ -371,9 +373,11 @@ TEST(Dsv4TopkOracle, casesAreNeverAllZeroAndReplayFromDisk) {
 TEST(Dsv4TopkOracle, sweepsCoverEveryModeOfTheConfig) {
   const std::vector<Oracle::CaseDesc> cases = Dsv4TopkOracle{}.sweep(default_config(), 1);
   auto has = [&](std::string_view word) {
-    return std::any_of(cases.begin(), cases.end(), [&](const auto& c) { return c.label.find(word) != std::string::npos; });
+    return std::any_of(cases.begin(), cases.end(),
+                       [&](const auto& c) { return c.label.find(word) != std::string::npos; });
   };
-  for (const char* w : {" vl", " hash", " pad", " misaligned", " no-renorm", " pdl", "T=1 ", "T=8192"}) EXPECT_TRUE(has(w)) << w;
+  for (const char* w : {" vl", " hash", " pad", " misaligned", " no-renorm", " pdl", "T=1 ", "T=8192"})
+    EXPECT_TRUE(has(w)) << w;
 }
 
 // ---- validation --------------------------------------------------------------------------------
@@ -420,13 +424,33 @@ TEST(Dsv4TopkValidation, errorsNameKernelFieldAndValue) {
   };
   const std::int64_t sizes[] = {7, 256}, strides[] = {100, 1};
   const std::vector<Bad> cases = {
-      {"logits dtype", [](auto& a) { a.logits = Tensor::meta(DType::bf16, {7, 256}); }, "logits", "bf16"},
-      {"logits rank", [](auto& a) { a.logits = Tensor::meta(DType::f32, {7, 256, 1}); }, "logits", "3 dimensions"},
+      {"logits dtype",
+       [](auto& a) {
+         a.logits = Tensor::meta(DType::bf16, {7, 256});
+       },
+       "logits", "bf16"},
+      {"logits rank",
+       [](auto& a) {
+         a.logits = Tensor::meta(DType::f32, {7, 256, 1});
+       },
+       "logits", "3 dimensions"},
       {"logits overlapping rows", [&](auto& a) { a.logits = Tensor::meta_strided(DType::f32, sizes, strides); },
        "logits", "row stride 100"},
-      {"too many experts", [](auto& a) { a.logits = Tensor::meta(DType::f32, {7, 2048}); }, "logits", "2048"},
-      {"weights rows", [](auto& a) { a.weights = Tensor::meta(DType::f32, {8, 6}); }, "weights", "size 8"},
-      {"weights dtype", [](auto& a) { a.weights = Tensor::meta(DType::f16, {7, 6}); }, "weights", "f16"},
+      {"too many experts",
+       [](auto& a) {
+         a.logits = Tensor::meta(DType::f32, {7, 2048});
+       },
+       "logits", "2048"},
+      {"weights rows",
+       [](auto& a) {
+         a.weights = Tensor::meta(DType::f32, {8, 6});
+       },
+       "weights", "size 8"},
+      {"weights dtype",
+       [](auto& a) {
+         a.weights = Tensor::meta(DType::f16, {7, 6});
+       },
+       "weights", "f16"},
       {"top-k above experts",
        [](auto& a) {
          a.logits = Tensor::meta(DType::f32, {7, 4});
@@ -434,8 +458,16 @@ TEST(Dsv4TopkValidation, errorsNameKernelFieldAndValue) {
          a.bias_vl.reset();
        },
        "top_k", "exceeds the number of experts"},
-      {"ids dtype", [](auto& a) { a.ids = Tensor::meta(DType::f32, {7, 6}); }, "ids", "f32"},
-      {"ids shape", [](auto& a) { a.ids = Tensor::meta(DType::i32, {7, 5}); }, "ids", "size 5"},
+      {"ids dtype",
+       [](auto& a) {
+         a.ids = Tensor::meta(DType::f32, {7, 6});
+       },
+       "ids", "f32"},
+      {"ids shape",
+       [](auto& a) {
+         a.ids = Tensor::meta(DType::i32, {7, 5});
+       },
+       "ids", "size 5"},
       {"bias shape", [](auto& a) { a.bias = Tensor::meta(DType::f32, {255}); }, "bias", "size 255"},
       {"bias missing", [](auto& a) { a.bias.reset(); }, "bias", "required without hash routing"},
       {"bias_vl dtype", [](auto& a) { a.bias_vl = Tensor::meta(DType::i32, {256}); }, "bias_vl", "i32"},
@@ -443,7 +475,11 @@ TEST(Dsv4TopkValidation, errorsNameKernelFieldAndValue) {
       {"sentinel negative", [](auto& a) { a.sentinel_lo = -3; }, "sentinel_lo", "outside the vocabulary"},
       {"input_ids missing", [](auto& a) { a.input_ids.reset(); }, "input_ids", "required"},
       {"input_ids dtype", [](auto& a) { a.input_ids = Tensor::meta(DType::i64, {7}); }, "input_ids", "i64"},
-      {"tid2eid rows", [](auto& a) { a.tid2eid = Tensor::meta(DType::i32, {1000, 6}); }, "tid2eid", "vocab_size"},
+      {"tid2eid rows",
+       [](auto& a) {
+         a.tid2eid = Tensor::meta(DType::i32, {1000, 6});
+       },
+       "tid2eid", "vocab_size"},
       {"negative count", [](auto& a) { a.num_unpadded = -1; }, "num_unpadded", "-1"},
       {"count above T", [](auto& a) { a.num_unpadded = 8; }, "num_unpadded", "T = 7"},
       {"vocabulary", [](auto& a) { a.vocab_size = 0; }, "vocab_size", "0"},
@@ -538,10 +574,12 @@ struct RuntimeCase {
 rc::Gen<RuntimeCase> gen_runtime_case() {
   return rc::gen::exec([] {
     RuntimeCase c{*test::gen_config(), {}};
+    if (*rc::gen::arbitrary<bool>().as("vision off")) c.config.vision = false;
+    if (*rc::gen::arbitrary<bool>().as("no hash layers")) c.config.num_hash_layers = 0;
     const ModelConfig& cfg = c.config;
     const std::int64_t e = cfg.n_routed_experts, k = cfg.num_experts_per_tok;
-    const std::int64_t t = *rc::gen::weightedOneOf<std::int64_t>({{1, rc::gen::just<std::int64_t>(0)},
-                                                                   {9, test::gen_count(cfg.max_num_batched_tokens)}})
+    const std::int64_t t = *rc::gen::weightedOneOf<std::int64_t>(
+                                {{1, rc::gen::just<std::int64_t>(0)}, {9, test::gen_count(cfg.max_num_batched_tokens)}})
                                 .as("num_tokens");
     const std::int64_t pad = *rc::gen::element<std::int64_t>(0, 0, 1, 3, 4, 16).as("logits row pad");
     const int offset = *test::gen_offset(DType::f32).as("logits offset");
@@ -553,7 +591,8 @@ rc::Gen<RuntimeCase> gen_runtime_case() {
     a.ids = fake_view(d, {t, k}, *test::gen_offset(d));
     a.vocab_size = cfg.vocab_size;
     const bool hash = cfg.num_hash_layers > 0 && *rc::gen::arbitrary<bool>().as("hash layer");
-    if (!hash || *rc::gen::arbitrary<bool>().as("stray bias")) a.bias = fake_view(DType::f32, {e}, *test::gen_offset(DType::f32));
+    if (!hash || *rc::gen::arbitrary<bool>().as("stray bias"))
+      a.bias = fake_view(DType::f32, {e}, *test::gen_offset(DType::f32));
     if (cfg.vision && *rc::gen::arbitrary<bool>().as("bias_vl")) {
       a.bias_vl = fake_view(DType::f32, {e}, *test::gen_offset(DType::f32));
       a.sentinel_lo = *rc::gen::arbitrary<bool>().as("image rows") ? cfg.image_sentinel_lo : 0;
@@ -587,6 +626,19 @@ RC_GTEST_PROP(Dsv4TopkContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
   const RuntimeCase c = *gen_runtime_case();
   classify(c);
   test::assert_dispatch_warmed(kKernel, c.config, c.args);
+}
+
+// P2: the binary a runtime input needs is one that warmup compiles.
+RC_GTEST_PROP(Dsv4TopkContract, everyRuntimeBinaryIsWarmed, ()) {
+  const RuntimeCase c = *gen_runtime_case();
+  classify(c);
+  if (!kKernel.launches(c.args)) return;  // nothing launches: no binary is needed
+  const BoundKey runtime = kKernel.bound_key(c.args);
+  bool warmed = false;
+  for (const CompileKey& key : kKernel.warmup_keys(c.config))
+    warmed = warmed || kKernel.warmup_bound_key(key) == runtime;
+  if (!warmed) RC_LOG() << kKernel.describe(c.args) << " needs a binary " << c.config.name << " does not warm";
+  RC_ASSERT(warmed);
 }
 
 RC_GTEST_PROP(Dsv4TopkContract, compileKeyDecidesTheBinary, ()) {  // P3 (and so P2 with P4)

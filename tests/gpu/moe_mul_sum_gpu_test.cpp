@@ -7,6 +7,10 @@
 #include "tests/support/numeric.h"
 
 namespace warmkey {
+
+// gtest prints a parameter by its label (found by argument-dependent lookup).
+void PrintTo(const MoeMulSumCase& p, std::ostream* os) { *os << p.label(); }
+
 namespace {
 
 struct Pair {

@@ -1,4 +1,4 @@
-// `warmkey verify`: runs properties P1-P5 and P7 (and PC on request) over every registered kernel
+// `warmkey verify`: runs properties P1-P5 and P7 (PC and P6 on request) over every registered kernel
 // with the generators of fuzz/gen, writes coverage certificates, and selects seeded mutants.
 #include <fstream>
 #include <iostream>
@@ -34,6 +34,8 @@ struct VerifyCliOptions {
   bool no_classes = false;
   bool no_cross_process = false;
   bool compile = false;
+  bool numerics = false;
+  std::size_t numeric_cases = 8;
   std::size_t max_classes = 200000;
 };
 
@@ -99,6 +101,8 @@ int run(const VerifyCliOptions& o) {
   v.max_classes = o.max_classes;
   v.shrink = !o.no_shrink;
   v.compile = o.compile;
+  v.numerics = o.numerics;
+  v.numeric_cases = o.numeric_cases;
   if (!o.no_cross_process) v.child_argv = {"/proc/self/exe", "verify"};
   if (!o.input.empty()) v.input = fuzz::from_hex(o.input);
   if (!o.mutant.empty()) {
@@ -147,6 +151,9 @@ void register_verify_command(CLI::App& app, int* exit_code) {
   sub->add_flag("--no-classes", o->no_classes, "Skip the exhaustive class enumeration (certificate)");
   sub->add_flag("--no-cross-process", o->no_cross_process, "Check determinism (P7) in this process only");
   sub->add_flag("--compile", o->compile, "Also compile one warmup key per kernel with NVRTC (PC; no GPU needed)");
+  sub->add_flag("--numerics", o->numerics,
+                "Also check P6 on the GPU: each kernel's oracle cases against the reference (skips without a device)");
+  sub->add_option("--numeric-cases", o->numeric_cases, "Oracle cases per kernel for --numerics")->capture_default_str();
   sub->add_option("--max-classes", o->max_classes, "Cap of the class enumeration per kernel")->capture_default_str();
   sub->callback([o, exit_code] { *exit_code = run(*o); });
 }

@@ -11,5 +11,8 @@ void register_keys_command(CLI::App& app, int* exit_code);
 void register_warmup_command(CLI::App& app, int* exit_code);
 void register_config_command(CLI::App& app, int* exit_code);
 void register_verify_command(CLI::App& app, int* exit_code);
+void register_run_command(CLI::App& app, int* exit_code);
+void register_case_command(CLI::App& app, int* exit_code);
+void register_bundle_command(CLI::App& app, int* exit_code);
 
 }  // namespace warmkey::cli

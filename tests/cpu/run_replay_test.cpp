@@ -1,0 +1,188 @@
+// Trace replay: every adapter's launches of every embedded config's synthetic trace hit a warmed
+// binary; compile-only replay through the monitored runtime makes no runtime compile (tiny,
+// dsv4-flash); a deliberately unwarmed key is refused and reported with its JitKey difference.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <unordered_set>
+
+#include "equivalence/replay.h"
+#include "equivalence/replay_pipeline.h"
+#include "fuzz/mutants/catalogue.h"
+#include "kernels/builtin.h"
+#include "tests/support/numeric.h"
+#include "warmup/error.h"
+#include "warmup/runtime.h"
+
+namespace warmkey::equivalence {
+namespace {
+
+// A disk cache shared by the tests of this binary (and kept between runs): only hits are faster.
+std::filesystem::path shared_cache() { return std::filesystem::temp_directory_path() / "warmkey-run-tests-cache"; }
+
+std::unordered_set<BoundKey, BoundKeyHash> warmup_binaries(const Kernel& k, const ModelConfig& c) {
+  std::unordered_set<BoundKey, BoundKeyHash> out;
+  for (const CompileKey& key : k.warmup_keys(c)) out.insert(k.warmup_bound_key(key));
+  return out;
+}
+
+TEST(ReplayAdapters, everyBuiltinKernelHasOne) {
+  for (const Kernel* k : builtin_registry().all())
+    EXPECT_NE(find_replay_adapter(k->name()), nullptr) << k->name() << " has no replay adapter";
+}
+
+// The replay's claim without NVRTC: the binary of every launch is one warmup compiles.
+TEST(ReplayAdapters, syntheticTraceOfEveryEmbeddedConfigHitsOnlyWarmedBinaries) {
+  for (const std::string& name : embedded_config_names()) {
+    const ModelConfig c = load_config(name);
+    const Trace t = synthetic_trace(c, {11, 24});
+    for (const Kernel* k : builtin_registry().all()) {
+      if (!k->used_by(c)) continue;
+      const auto warmed = warmup_binaries(*k, c);
+      const ReplayAdapter* adapter = find_replay_adapter(k->name());
+      ASSERT_NE(adapter, nullptr);
+      std::size_t launches = 0;
+      EplbState eplb = eplb_state(c, 0);
+      for (const TraceItem& item : t.items) {
+        if (const auto* e = std::get_if<RebalanceEvent>(&item)) {
+          eplb = eplb_state(c, e->eplb_version);
+          continue;
+        }
+        const ServingBatch& b = std::get<ServingBatch>(item);
+        for (const ReplayLaunch& l : adapter->launches(*k, {c, b, eplb})) {
+          ASSERT_EQ(l.error, "") << name << " " << k->name() << " " << b.to_string() << " " << l.variant;
+          ASSERT_TRUE(l.launches);
+          EXPECT_TRUE(warmed.count(*l.bound)) << name << " " << k->name() << " " << b.to_string() << " " << l.variant
+                                              << ": " << l.inputs << " dispatches to " << *l.dispatched;
+          ++launches;
+        }
+      }
+      EXPECT_GT(launches, 0u) << name << " " << k->name();
+    }
+  }
+}
+
+TEST(ReplayAdapters, emptyBatchLaunchesNothing) {
+  const ModelConfig c = load_config("tiny");
+  ServingBatch b;
+  b.num_tokens = 0;
+  const EplbState eplb = eplb_state(c, 0);
+  for (const Kernel* k : builtin_registry().all()) {
+    if (!k->used_by(c)) continue;
+    for (const ReplayLaunch& l : find_replay_adapter(k->name())->launches(*k, {c, b, eplb})) {
+      EXPECT_EQ(l.error, "") << k->name();
+      EXPECT_FALSE(l.launches) << k->name();
+    }
+  }
+}
+
+TEST(ReplayAdapters, eplbStateMovesReplicasAcrossVersions) {
+  const ModelConfig c = load_config("dsv4-flash-ep8-eplb");
+  const EplbState v0 = eplb_state(c, 0), v1 = eplb_state(c, 1);
+  ASSERT_EQ(v0.replica_count.size(), static_cast<std::size_t>(c.n_routed_experts));
+  EXPECT_EQ(std::accumulate(v0.replica_count.begin(), v0.replica_count.end(), std::int64_t{0}),
+            c.num_physical_experts());
+  EXPECT_NE(v0.replica_count, v1.replica_count);
+  EXPECT_GE(v0.max_replicas, 2);
+  EXPECT_LE(v0.max_replicas, c.eplb_max_slots);
+  EXPECT_TRUE(eplb_state(load_config("dsv4-flash"), 3).replica_count.empty());
+}
+
+TEST(ReplayAdapters, batchViewsOfAMicroBatchAreMisalignedWhereRowsAreNot16Bytes) {
+  EXPECT_EQ(batch_view(DType::i32, {5, 6}, 1).meta().align_offset, 8);  // 24-byte rows
+  EXPECT_EQ(batch_view(DType::i32, {5, 6}, 2).meta().align_offset, 0);
+  EXPECT_EQ(batch_view(DType::bf16, {5, 6, 4096}, 1).meta().align_offset, 0);
+  EXPECT_EQ(batch_view(DType::i64, {5, 6}, 3).meta().align_offset, 0);
+  EXPECT_EQ(batch_view(DType::i32, {5}, 3).meta().align_offset, 12);
+}
+
+// Warms every used kernel of `kernels` on rt and activates the monitor in error mode.
+std::unordered_set<BoundKey, BoundKeyHash> warm(const std::vector<const Kernel*>& kernels, const ModelConfig& c,
+                                                JitRuntime& rt) {
+  std::unordered_set<BoundKey, BoundKeyHash> warmed;
+  for (const Kernel* k : kernels) {
+    if (!k->used_by(c)) continue;
+    std::vector<std::string> failures;
+    const Plan plan = plan_kernel(*k, c, rt.target(), &failures);
+    EXPECT_TRUE(failures.empty()) << failures.front();
+    const WarmupSummary s = run_warmup(plan, rt, {2, 0, ProgressMode::off});
+    EXPECT_EQ(s.failed, 0u) << k->name();
+    for (const auto& e : plan.entries) warmed.insert(e.bound);
+  }
+  rt.monitor().set_mode(MonitorMode::error);
+  rt.monitor().activate();
+  return warmed;
+}
+
+void expect_clean_compile_only_replay(const std::string& config) {
+  const ModelConfig c = load_config(config);
+  RuntimeOptions ro;
+  ro.cache_dir = shared_cache();
+  JitRuntime rt(ro);
+  const std::vector<const Kernel*> kernels = builtin_registry().all();
+  ReplayOptions o;
+  o.gpu = false;
+  o.warmed = warm(kernels, c, rt);
+  const ReplayReport r = replay_trace(kernels, c, synthetic_trace(c, {1, 24}), rt, o);
+  EXPECT_TRUE(r.ok()) << r.to_json().dump(2);
+  EXPECT_EQ(r.runtime_compiles, 0u);
+  EXPECT_EQ(r.unwarmed, 0u);
+  EXPECT_EQ(r.errors, 0u);
+  EXPECT_GT(r.launches, r.batches);
+  EXPECT_FALSE(r.gpu);
+  EXPECT_EQ(rt.monitor().counters(Phase::runtime).compiles, 0);
+  for (const auto& k : r.kernels) {
+    EXPECT_GT(k.launches, 0u) << k.kernel;
+    EXPECT_GT(k.distinct_keys, 0u) << k.kernel;
+  }
+}
+
+TEST(ReplayCompileOnly, tinyMakesNoRuntimeCompile) { expect_clean_compile_only_replay("tiny"); }
+
+TEST(ReplayCompileOnly, dsv4FlashMakesNoRuntimeCompile) { expect_clean_compile_only_replay("dsv4-flash"); }
+
+// A contract whose warmup forgets misaligned ids: a micro-batch at an odd token offset (K = 6
+// i32 ids: 24-byte rows) needs a binary nobody warmed. The monitor refuses it, and the replay
+// reports the kernel, the batch and the JitKey's difference from the nearest warmed key.
+TEST(ReplayCompileOnly, unwarmedKeyIsRefusedAndReported) {
+  ModelConfig c = load_config("tiny");
+  c.num_experts_per_tok = 6;
+  const fuzz::Mutant* mutant = fuzz::find_mutant("count_expert_tokens.warmup_only_aligned");
+  ASSERT_NE(mutant, nullptr);
+  std::unique_ptr<Kernel> owned;
+  std::vector<const Kernel*> all = kernels_with_mutant(builtin_registry(), mutant, owned);
+  std::vector<const Kernel*> kernels;
+  for (const Kernel* k : all) {
+    if (k->name() == "count_expert_tokens") kernels.push_back(k);
+  }
+  ASSERT_EQ(kernels.size(), 1u);
+  ASSERT_EQ(kernels[0], owned.get());
+  RuntimeOptions ro;
+  ro.cache_dir = std::filesystem::path();  // no disk cache: nothing unwarmed can be found there
+  JitRuntime rt(ro);
+  ReplayOptions o;
+  o.gpu = false;
+  o.warmed = warm(kernels, c, rt);
+  const ReplayReport r = replay_trace(kernels, c, synthetic_trace(c, {1, 24}), rt, o);
+  EXPECT_FALSE(r.ok());
+  EXPECT_GT(r.runtime_compiles, 0u);
+  EXPECT_EQ(r.runtime_compiles, r.unwarmed);
+  EXPECT_EQ(rt.monitor().counters(Phase::runtime).compiles, 0);  // refused before compiling
+  ASSERT_FALSE(r.findings.empty());
+  const ReplayFinding& f = r.findings.front();
+  EXPECT_EQ(f.kind, "runtime compile");
+  EXPECT_EQ(f.kernel, "count_expert_tokens");
+  EXPECT_NE(f.batch.find("offset="), std::string::npos) << f.batch;
+  EXPECT_NE(f.message.find("refused"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("topk_ids:*i32:D -> topk_ids:*i32"), std::string::npos) << f.message;
+}
+
+TEST(ReplayCompileOnly, traceThatDoesNotFitTheConfigIsAnInputError) {
+  const ModelConfig c = load_config("tiny");
+  JitRuntime rt(RuntimeOptions{{}, std::filesystem::path(), MonitorMode::error, false});
+  const Trace t = parse_trace("{\"step\": 0, \"kind\": \"decode\", \"num_tokens\": 65}\n", "t");
+  EXPECT_THROW(replay_trace(builtin_registry().all(), c, t, rt), InputError);
+}
+
+}  // namespace
+}  // namespace warmkey::equivalence

@@ -1,0 +1,100 @@
+// dsv4_topk on the GPU against the Eigen reference: E = 256 and 384 (and the edges 1 < E <= 1024),
+// 0 to 65536 tokens, every index dtype, aligned and misaligned, padded rows, VL and hash rows,
+// padding, no renormalisation and PDL; outputs poisoned first. Ids must match exactly.
+#include <gtest/gtest.h>
+
+#include <cctype>
+
+#include "equivalence/oracles/dsv4_topk.h"
+#include "tests/support/device.h"
+#include "tests/support/numeric.h"
+
+namespace warmkey {
+
+// gtest prints a parameter by its label (found by argument-dependent lookup).
+void PrintTo(const Dsv4TopkCase& p, std::ostream* os) { *os << p.label(); }
+
+namespace {
+
+enum Mode { kPlain, kVl, kHash, kPadded };
+
+Dsv4TopkCase make(std::int64_t t, std::int64_t e, std::int64_t k, Mode mode, bool aligned, std::size_t index) {
+  static constexpr DType kDtypes[] = {DType::i32, DType::u32, DType::i64};
+  Dsv4TopkCase p;
+  p.num_tokens = t;
+  p.num_experts = e;
+  p.top_k = k;
+  p.ids_dtype = kDtypes[index % 3];
+  p.aligned = aligned;
+  p.vl = mode == kVl || mode == kHash;
+  p.hash = mode == kHash;
+  p.padding = mode == kPadded;
+  p.row_pad = mode == kPadded ? 3 : (index % 7 == 3 ? 4 : 0);
+  p.renormalize = mode != kPadded;
+  p.launch_pdl = index % 2 == 1;
+  p.seed = derive_seed(test::test_seed(), index);
+  return p;
+}
+
+std::vector<Dsv4TopkCase> all_cases() {
+  std::vector<Dsv4TopkCase> cases;
+  for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
+    for (std::int64_t e : {256, 384}) {
+      for (bool aligned : {true, false}) {
+        for (Mode mode : {kPlain, kVl, kHash, kPadded}) cases.push_back(make(t, e, 6, mode, aligned, cases.size()));
+      }
+    }
+  }
+  // Edges of the device template: E == K, E below a warp, E not a multiple of 4 (scalar loads
+  // even when aligned), the largest E, K = 1, a huge batch and an empty one.
+  cases.push_back(make(33, 6, 6, kPlain, true, cases.size()));
+  cases.push_back(make(33, 16, 4, kVl, true, cases.size()));
+  cases.push_back(make(33, 99, 6, kPlain, true, cases.size()));
+  cases.push_back(make(33, 1024, 8, kHash, false, cases.size()));
+  cases.push_back(make(200, 256, 1, kPadded, true, cases.size()));
+  cases.push_back(make(65536, 256, 6, kVl, true, cases.size()));
+  cases.push_back(make(0, 256, 6, kPlain, true, cases.size()));
+  for (Dsv4TopkCase& p : cases) {
+    if (p.num_experts < 256) p.vocab_size = 1024, p.sentinel_lo = 1000;  // a small table
+  }
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Dsv4TopkCase>& info) {
+  std::string s = info.param.label();
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+JitRuntime& gpu_runtime() {
+  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
+  return *rt;
+}
+
+class Dsv4TopkGpu : public ::testing::TestWithParam<Dsv4TopkCase> {};
+
+TEST_P(Dsv4TopkGpu, matchesTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  const NumericCase c = Dsv4TopkOracle::make_case(GetParam());
+  EXPECT_TRUE(test::outputs_match(c, Dsv4TopkOracle{}.run_on_device(c, gpu_runtime())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Dsv4TopkGpu, ::testing::ValuesIn(all_cases()), case_name);
+
+// The oracle's sweep of every shipped configuration (the warmup keys' own shapes and modes).
+TEST(Dsv4TopkGpuSweep, embeddedConfigsMatchTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  for (const std::string& name : embedded_config_names()) {
+    const ModelConfig config = load_config(name);
+    for (const Oracle::CaseDesc& d : Dsv4TopkOracle{}.sweep(config, test::test_seed())) {
+      SCOPED_TRACE(name + ": " + d.label);
+      const NumericCase c = d.make();
+      EXPECT_TRUE(test::outputs_match(c, Dsv4TopkOracle{}.run_on_device(c, gpu_runtime())));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace warmkey

@@ -1,0 +1,92 @@
+// eplb_map on the GPU against the Eigen reference: i32 and i64 ids, 1 to 65536 tokens, recording
+// on and off, the unpadded limit, in place, shared-memory and global-atomic load histograms;
+// outputs poisoned first, loads compared exactly (the order of atomic additions is free).
+#include <gtest/gtest.h>
+
+#include <cctype>
+
+#include "equivalence/oracles/eplb_map.h"
+#include "tests/support/device.h"
+#include "tests/support/numeric.h"
+
+namespace warmkey {
+
+// gtest prints a parameter by its label (found by argument-dependent lookup).
+void PrintTo(const EplbMapCase& p, std::ostream* os) { *os << p.label(); }
+
+namespace {
+
+std::vector<EplbMapCase> all_cases() {
+  std::vector<EplbMapCase> cases;
+  for (std::int64_t t : {1, 7, 16, 64, 171, 1000, 8192}) {
+    for (DType ids : {DType::i32, DType::i64}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        EplbMapCase p;
+        p.num_tokens = t;
+        p.ids_dtype = ids;
+        p.record = variant != 3;
+        p.num_unpadded = variant == 1;
+        p.in_place = variant == 2;
+        p.aligned = variant % 2 == 0;
+        p.seed = derive_seed(test::test_seed(), cases.size());
+        cases.push_back(p);
+      }
+    }
+  }
+  auto extra = [&](std::int64_t t, std::int64_t logical, std::int64_t redundant, std::int64_t slots) {
+    EplbMapCase p;
+    p.num_tokens = t;
+    p.num_logical = logical;
+    p.num_redundant = redundant;
+    p.slots = slots;
+    p.num_unpadded = cases.size() % 2 == 0;
+    p.seed = derive_seed(test::test_seed(), cases.size());
+    cases.push_back(p);
+  };
+  extra(3000, 4096, 1000, 8);  // P = 5096 > 4096: global atomics
+  extra(300, 16, 0, 1);        // one slot, no replicas
+  extra(300, 1, 3, 4);         // one logical expert (its value class is the constant 1)
+  extra(65536, 256, 32, 1024);
+  extra(0, 256, 32, 1024);  // launches nothing
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<EplbMapCase>& info) {
+  std::string s = info.param.label();
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+JitRuntime& gpu_runtime() {
+  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
+  return *rt;
+}
+
+class EplbMapGpu : public ::testing::TestWithParam<EplbMapCase> {};
+
+TEST_P(EplbMapGpu, matchesTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  const NumericCase c = EplbMapOracle::make_case(GetParam());
+  EXPECT_TRUE(test::outputs_match(c, EplbMapOracle{}.run_on_device(c, gpu_runtime())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, EplbMapGpu, ::testing::ValuesIn(all_cases()), case_name);
+
+// The oracle's sweep of every shipped configuration that runs EPLB.
+TEST(EplbMapGpuSweep, embeddedConfigsMatchTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  for (const std::string& name : embedded_config_names()) {
+    const ModelConfig config = load_config(name);
+    if (!config.eplb) continue;
+    for (const Oracle::CaseDesc& d : EplbMapOracle{}.sweep(config, test::test_seed())) {
+      SCOPED_TRACE(name + ": " + d.label);
+      const NumericCase c = d.make();
+      EXPECT_TRUE(test::outputs_match(c, EplbMapOracle{}.run_on_device(c, gpu_runtime())));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace warmkey
