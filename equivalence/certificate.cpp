@@ -31,6 +31,7 @@ KernelCertificate enumerate_classes(const WarmSet& warm, std::size_t max_classes
   cert.warmup_keys = warm.keys().size();
   cert.jit_keys_warmed = warm.distinct_jit_keys();
   if (!warm.used()) {
+    cert.used = false;
     cert.all_warmed = true;
     return cert;
   }
@@ -67,8 +68,8 @@ KernelCertificate enumerate_classes(const WarmSet& warm, std::size_t max_classes
     }
     PropertyMask m = checker.failed(f);
     if (m & ~reported) {
-      auto vs = checker.explain(f, m & ~reported, d.labels(), str_cat("class enumeration, class ", cert.classes_explored),
-                                reproduce);
+      auto vs = checker.explain(f, m & ~reported, d.labels(),
+                                str_cat("class enumeration, class ", cert.classes_explored), reproduce);
       for (auto& v : vs) cert.violations.push_back(std::move(v));
       reported |= m;
     }
@@ -90,6 +91,7 @@ nlohmann::json KernelCertificate::to_json() const {
                   {"jit_key_diff", u.jit_diff}});
   return {{"name", kernel},
           {"config", config},
+          {"used", used},
           {"classes_explored", classes_explored},
           {"launching_classes", launching_classes},
           {"jit_keys_reachable", jit_keys_reachable},
@@ -117,12 +119,16 @@ nlohmann::json Certificate::to_json() const {
 
 std::string Certificate::to_text() const {
   std::ostringstream os;
-  os << "coverage certificate for " << config << ": " << (all_warmed() ? "every reachable JitKey is warmed" : "NOT all warmed")
-     << '\n';
+  os << "coverage certificate for " << config << ": "
+     << (all_warmed() ? "every reachable JitKey is warmed" : "NOT all warmed") << '\n';
   for (const auto& k : kernels) {
+    if (!k.used) {
+      os << "  " << k.kernel << ": not used by this config\n";
+      continue;
+    }
     os << "  " << k.kernel << ": " << k.classes_explored << " classes, " << k.jit_keys_reachable
-       << " reachable JitKeys, " << k.jit_keys_warmed << " warmed (" << k.warmup_keys << " warmup keys), all warmed: "
-       << (k.all_warmed ? "yes" : "no") << (k.truncated ? " (truncated)" : "") << '\n';
+       << " reachable JitKeys, " << k.jit_keys_warmed << " warmed (" << k.warmup_keys
+       << " warmup keys), all warmed: " << (k.all_warmed ? "yes" : "no") << (k.truncated ? " (truncated)" : "") << '\n';
     for (const auto& u : k.uncovered) {
       os << "    uncovered: " << u.jit_key << "\n      class: " << u.classes << "\n      input: " << u.input << '\n';
       if (!u.jit_diff.empty()) {

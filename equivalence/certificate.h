@@ -23,14 +23,15 @@ struct UncoveredClass {
 struct KernelCertificate {
   std::string kernel;
   std::string config;
+  bool used = true;  // the config runs this kernel (else nothing is reachable)
   std::size_t classes_explored = 0;
   std::size_t launching_classes = 0;
   std::size_t jit_keys_reachable = 0;  // distinct JitKeys of the launching classes
   std::size_t warmup_keys = 0;
-  std::size_t jit_keys_warmed = 0;     // distinct JitKeys warmup compiles
-  std::size_t uncovered_jit_keys = 0;  // reachable but not warmed
-  bool truncated = false;              // the enumeration hit its cap
-  bool all_warmed = false;             // every reachable JitKey is warmed (and nothing was truncated)
+  std::size_t jit_keys_warmed = 0;        // distinct JitKeys warmup compiles
+  std::size_t uncovered_jit_keys = 0;     // reachable but not warmed
+  bool truncated = false;                 // the enumeration hit its cap
+  bool all_warmed = false;                // every reachable JitKey is warmed (and nothing was truncated)
   std::vector<std::string> class_labels;  // every class label seen, sorted
   std::vector<UncoveredClass> uncovered;  // one example class per uncovered JitKey (the first 20)
   std::vector<Violation> violations;      // P2-P4 (and GEN) found by the enumeration, first per property

@@ -118,9 +118,9 @@ std::vector<Violation> check_determinism_across_processes(const Subjects& subjec
   std::string mine = key_manifest(subjects.kernels(), config);
   namespace fs = std::filesystem;
   static std::atomic<int> counter{0};
-  fs::path out = fs::temp_directory_path() /
-                 str_cat("warmkey-manifest-", getpid(), "-", counter++, "-",
-                         std::chrono::steady_clock::now().time_since_epoch().count(), ".txt");
+  fs::path out =
+      fs::temp_directory_path() / str_cat("warmkey-manifest-", getpid(), "-", counter++, "-",
+                                          std::chrono::steady_clock::now().time_since_epoch().count(), ".txt");
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     std::string_view s(*e);
@@ -163,7 +163,8 @@ std::vector<Violation> check_determinism_across_processes(const Subjects& subjec
   std::error_code ec;
   fs::remove(out, ec);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !in)
-    return failure(str_cat("the child process (", child_argv.at(0), ") did not write a manifest (status ", status, ")"));
+    return failure(
+        str_cat("the child process (", child_argv.at(0), ") did not write a manifest (status ", status, ")"));
   return compare(mine, theirs.str(), config.name, "P7 across processes (a re-exec with a fresh address layout)");
 }
 

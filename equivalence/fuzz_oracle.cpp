@@ -38,10 +38,10 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
     fuzz::draw_config(again);
     space->run_case(k, again, config, nullptr);
     std::vector<std::uint8_t> bytes(data, data + size);
-    auto vs = checker.explain(f, m, again.labels(), "fuzz input",
-                              str_cat("replay the input file with the ", kernel, "_fuzzer harness (config from its first ",
-                                      config_bytes, " bytes), or add it to fuzz/regressions/", kernel, "/; hex: ",
-                                      fuzz::to_hex(bytes)));
+    auto vs = checker.explain(
+        f, m, again.labels(), "fuzz input",
+        str_cat("replay the input file with the ", kernel, "_fuzzer harness (config from its first ", config_bytes,
+                " bytes), or add it to fuzz/regressions/", kernel, "/; hex: ", fuzz::to_hex(bytes)));
     out.insert(out.end(), vs.begin(), vs.end());
   }
   // P1 and P5 of the warmup keys warmed so far (the one this input reached included).

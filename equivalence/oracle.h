@@ -79,7 +79,8 @@ struct CompareReport {
 };
 
 // Compares got (the same names, dtypes and shapes as c.expected) under c's tolerances: floats
-// relative with a floor, integers exactly; NaN or infinity in got never passes; an expected
+// relative with a floor, integers exactly; NaN or infinity in got never passes (except a NaN the
+// reference computes too, written by the kernel: not the poison pattern); an expected
 // output that is all zeros is refused (the case would check nothing).
 CompareReport compare_outputs(const NumericCase& c, const std::vector<HostTensor>& got);
 

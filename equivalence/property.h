@@ -7,15 +7,15 @@
 namespace warmkey::equivalence {
 
 enum class Property {
-  P1,  // round trip
-  P2,  // no serving compile
-  P3,  // key sufficiency
-  P4,  // membership
-  P5,  // valid warmup inputs
-  P6,  // numerics
-  P7,  // determinism
-  PC,  // warmup keys compile (NVRTC accepts every generated instantiation)
-  GEN, // the generator drew an input the contract rejects (a bug in fuzz/gen, not in the kernel)
+  P1,   // round trip
+  P2,   // no serving compile
+  P3,   // key sufficiency
+  P4,   // membership
+  P5,   // valid warmup inputs
+  P6,   // numerics
+  P7,   // determinism
+  PC,   // warmup keys compile (NVRTC accepts every generated instantiation)
+  GEN,  // the generator drew an input the contract rejects (a bug in fuzz/gen, not in the kernel)
 };
 
 inline constexpr Property kAllProperties[] = {Property::P1, Property::P2, Property::P3, Property::P4, Property::P5,

@@ -32,7 +32,7 @@ struct KernelRun {
 class Replayer {
  public:
   Replayer(const ModelConfig& config, JitRuntime& rt, const ReplayOptions& o, ReplayReport& r)
-      : config_(config), rt_(rt), o_(o), r_(r) {}
+      : config_(config), rt_(rt), o_(o), r_(r), gpu_(r.gpu) {}
 
   void batch(KernelRun& k, const ServingBatch& b, const EplbState& eplb) {
     ReplayContext ctx{config_, b, eplb};
@@ -61,16 +61,16 @@ class Replayer {
       return;
     }
     k.seen.insert(*l.bound);
-    lookup(k, b, l);
-    if (gpu_ && l.make_case && k.checked.size() < o_.checks_per_kernel && !k.checked.count(*l.bound)) {
+    const bool served = lookup(k, b, l);
+    if (served && gpu_ && l.make_case && k.checked.size() < o_.checks_per_kernel && !k.checked.count(*l.bound)) {
       k.checked.insert(*l.bound);
       check(k, b, l);
     }
   }
 
   // The runtime lookup: an L1 hit, or a counted disk or bundle hit; anything else is a runtime
-  // compile (refused in error mode, done and counted otherwise).
-  void lookup(KernelRun& k, const ServingBatch& b, const ReplayLaunch& l) {
+  // compile (refused in error mode, done and counted otherwise). False when nothing was served.
+  bool lookup(KernelRun& k, const ServingBatch& b, const ReplayLaunch& l) {
     const Counters before = rt_.monitor().counters(Phase::runtime);
     std::string refused;
     try {
@@ -80,21 +80,21 @@ class Replayer {
     } catch (const std::exception& e) {
       ++k.stats.errors;
       add(k, finding("invalid launch", k, b, l, str_cat("runtime lookup failed: ", e.what())), e.what());
-      return;
+      return false;
     }
     const Counters after = rt_.monitor().counters(Phase::runtime);
     k.stats.runtime_disk_hits += static_cast<std::size_t>(after.disk_hits - before.disk_hits);
     k.stats.runtime_bundle_hits += static_cast<std::size_t>(after.bundle_hits - before.bundle_hits);
     const bool compiled = after.compiles > before.compiles;
     const bool unwarmed = o_.warmed && !o_.warmed->count(*l.bound);
-    if (refused.empty() && !compiled && !unwarmed) return;
+    if (refused.empty() && !compiled && !unwarmed) return true;
     const JitKey jk = rt_.jit_key(*l.bound);
     if (unwarmed) ++k.stats.unwarmed;
     if (!refused.empty() || compiled) {
       ++k.stats.runtime_compiles;
       if (refused.empty()) refused = str_cat("(monitor not in error mode: compiled) ", rt_.monitor().miss_report(jk));
       add(k, finding("runtime compile", k, b, l, refused), jk.digest());
-      return;
+      return compiled;
     }
     const char* source = after.bundle_hits > before.bundle_hits ? "a bundle"
                          : after.disk_hits > before.disk_hits   ? "the disk cache"
@@ -105,6 +105,7 @@ class Replayer {
             str_cat("served from ", source, " this time, but warmup did not compile it: on a fresh cache this is a ",
                     rt_.monitor().miss_report(jk))),
         jk.digest());
+    return true;
   }
 
   // Real inputs of the launch's shapes on the GPU through the oracle (the monitored runtime path),
@@ -152,14 +153,11 @@ class Replayer {
     r_.findings.push_back(std::move(f));
   }
 
- public:
-  bool gpu_ = false;
-
- private:
   const ModelConfig& config_;
   JitRuntime& rt_;
   const ReplayOptions& o_;
   ReplayReport& r_;
+  const bool gpu_;  // launch a sample on the device
   std::uint64_t case_counter_ = 0;
 };
 
@@ -293,11 +291,10 @@ ReplayReport replay_trace(const std::vector<const Kernel*>& kernels, const Model
   const auto t0 = Clock::now();
   ReplayReport r;
   r.source = trace.source;
-  Replayer replayer(config, rt, options, r);
   Device& device = rt.device();
   r.gpu = options.gpu && device.available();
   r.gpu_reason = !options.gpu ? "compile-only requested" : device.available() ? "" : device.unavailable_reason();
-  replayer.gpu_ = r.gpu;
+  Replayer replayer(config, rt, options, r);
 
   std::vector<KernelRun> runs;
   for (const Kernel* k : kernels) {

@@ -144,6 +144,7 @@ RunReport run_pipeline(const Registry& registry, const RunOptions& o) {
   RuntimeOptions ro;
   ro.cache_dir = o.cache_dir;
   ro.mode = MonitorMode::error;
+  ro.load_modules = o.replay.gpu;  // execute warmup only when the replay may launch
   JitRuntime rt(ro);
   rep.warmup.cache_dir = rt.disk() ? rt.disk()->dir().string() : "";
   if (o.bundle) {

@@ -23,7 +23,8 @@ std::string Violation::to_text() const {
   os << property_id(property) << ' ' << property_name(property) << " violated: kernel " << kernel << ", config "
      << config << '\n';
   auto line = [&](std::string_view label, const std::string& value) {
-    if (!value.empty()) os << "  " << label << std::string(label.size() < 13 ? 13 - label.size() : 1, ' ') << value << '\n';
+    if (!value.empty())
+      os << "  " << label << std::string(label.size() < 13 ? 13 - label.size() : 1, ' ') << value << '\n';
   };
   line("claim:", std::string(property_claim(property)));
   line("input:", input);

@@ -18,8 +18,8 @@ struct Violation {
   Property property = Property::P2;
   std::string kernel;
   std::string config;
-  std::string input;     // the runtime input (shapes, dtypes, alignment, scalars), or warmup_inputs(k)
-  std::vector<std::string> classes;  // the draw classes of the input ("num_tokens:i32", "x:misaligned"...)
+  std::string input;                     // the runtime input (shapes, dtypes, alignment, scalars), or warmup_inputs(k)
+  std::vector<std::string> classes;      // the draw classes of the input ("num_tokens:i32", "x:misaligned"...)
   std::optional<CompileKey> dispatched;  // dispatch's CompileKey
   std::optional<CompileKey> expected;    // the warmup key it should have been
   std::vector<std::string> key_diff;     // CompileKey fields, dispatched -> expected

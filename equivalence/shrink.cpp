@@ -24,8 +24,10 @@ std::vector<std::uint8_t> shrink_bytes(std::vector<std::uint8_t> input,
       for (std::size_t i = 0; i + chunk <= input.size();) {
         std::vector<std::uint8_t> c = input;
         c.erase(c.begin() + static_cast<std::ptrdiff_t>(i), c.begin() + static_cast<std::ptrdiff_t>(i + chunk));
-        if (attempt(c)) progress = true;
-        else i += chunk;
+        if (attempt(c))
+          progress = true;
+        else
+          i += chunk;
       }
     }
     // Zero, halve, decrement each byte.

@@ -26,7 +26,8 @@ Subjects::Subjects(const Registry& registry, const std::optional<std::string>& o
     kernels_.push_back({subject, space});
   }
   if (mutant && registry.find(mutant->kernel) == nullptr)
-    throw InputError(str_cat("mutant '", mutant->name, "' breaks kernel '", mutant->kernel, "', which is not registered"));
+    throw InputError(
+        str_cat("mutant '", mutant->name, "' breaks kernel '", mutant->kernel, "', which is not registered"));
 }
 
 }  // namespace warmkey::equivalence

@@ -214,11 +214,14 @@ std::string VerifyReport::to_text() const {
   for (const auto& k : kernels) {
     std::string cfg = k.config.size() > 20 ? k.config.substr(0, 19) + "~" : k.config;
     const auto* c = k.certificate ? &*k.certificate : nullptr;
-    os << std::left << "  " << std::setw(22) << k.kernel << std::setw(22) << cfg << std::right << std::setw(6)
-       << k.keys << std::setw(6) << k.jit_keys << std::setw(9) << (c ? std::to_string(c->classes_explored) : "-")
-       << std::setw(7) << (c ? std::to_string(c->jit_keys_reachable) : "-") << std::setw(8) << k.cases
-       << std::setw(9) << k.failing_cases << std::setw(7) << k.violations.size() << std::setw(9)
-       << fmt_seconds(k.seconds) << "  " << (!k.used ? "not used" : c ? (c->all_warmed ? "yes" : "NO") : "-") << '\n';
+    os << std::left << "  " << std::setw(22) << k.kernel << std::setw(22) << cfg << std::right << std::setw(6) << k.keys
+       << std::setw(6) << k.jit_keys << std::setw(9) << (c ? std::to_string(c->classes_explored) : "-") << std::setw(7)
+       << (c ? std::to_string(c->jit_keys_reachable) : "-") << std::setw(8) << k.cases << std::setw(9)
+       << k.failing_cases << std::setw(7) << k.violations.size() << std::setw(9) << fmt_seconds(k.seconds) << "  "
+       << (!k.used ? "not used"
+           : c     ? (c->all_warmed ? "yes" : "NO")
+                   : "-")
+       << '\n';
   }
   for (const auto& k : kernels) {
     if (!k.numerics.empty()) os << "  P6 numerics, " << k.kernel << " under " << k.config << ": " << k.numerics << '\n';
@@ -274,9 +277,9 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
       for (const auto& v : warm.warmup_violations()) {
         if (++r.failures_by_property[std::string(property_id(v.property))] > options.max_reports) continue;
         r.violations.push_back(v);
-        r.violations.back().reproduce = str_cat(options.program, " --config ", quoted_if_needed(refs[ci]), " --kernel ",
-                                                r.kernel, options.mutant ? " --mutant " + options.mutant->name : "",
-                                                " --cases 0 --no-classes");
+        r.violations.back().reproduce =
+            str_cat(options.program, " --config ", quoted_if_needed(refs[ci]), " --kernel ", r.kernel,
+                    options.mutant ? " --mutant " + options.mutant->name : "", " --cases 0 --no-classes");
       }
       if (warm.used()) {
         KernelRun run(warm, options, refs[ci], r);
@@ -300,15 +303,17 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
             r.violations.push_back(std::move(v));
           }
         }
-        if (options.input) run.replay(*options.input);
-        else run.random_cases();
+        if (options.input)
+          run.replay(*options.input);
+        else
+          run.random_cases();
         if (options.compile) {
           for (auto& v : check_compiles(warm)) r.violations.push_back(std::move(v));
         }
         if (options.numerics) {
           if (!runtime) runtime = std::make_unique<JitRuntime>();
-          NumericsResult n = check_numerics(*kt.kernel, config, *runtime, options.seed, options.numeric_cases,
-                                            options.numerics_dir);
+          NumericsResult n =
+              check_numerics(*kt.kernel, config, *runtime, options.seed, options.numeric_cases, options.numerics_dir);
           r.numerics = n.skipped ? "skipped: " + n.skip_reason : str_cat(n.cases, " cases");
           for (auto& v : n.violations) r.violations.push_back(std::move(v));
         }
@@ -317,7 +322,8 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
       report.kernels.push_back(std::move(r));
     }
     if (options.determinism) {
-      for (auto& v : check_determinism_in_process(subjects, config, options.kernel)) report.global.push_back(std::move(v));
+      for (auto& v : check_determinism_in_process(subjects, config, options.kernel))
+        report.global.push_back(std::move(v));
     }
     if (!options.child_argv.empty()) {
       for (auto& v : check_determinism_across_processes(subjects, config, options.child_argv, options.kernel))
@@ -328,8 +334,9 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
   return report;
 }
 
-Certificate make_certificate(const Registry& registry, const ModelConfig& config, const std::optional<std::string>& kernel,
-                             const fuzz::Mutant* mutant, std::size_t max_classes) {
+Certificate make_certificate(const Registry& registry, const ModelConfig& config,
+                             const std::optional<std::string>& kernel, const fuzz::Mutant* mutant,
+                             std::size_t max_classes) {
   Subjects subjects(registry, kernel, mutant);
   Certificate cert;
   cert.config = config.name;

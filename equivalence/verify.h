@@ -17,37 +17,37 @@
 namespace warmkey::equivalence {
 
 struct VerifyOptions {
-  std::vector<ModelConfig> configs;       // empty: the embedded default
-  std::vector<std::string> config_refs;   // how each config was named (for reproduce lines)
-  std::optional<std::string> kernel;      // only this kernel
+  std::vector<ModelConfig> configs;      // empty: the embedded default
+  std::vector<std::string> config_refs;  // how each config was named (for reproduce lines)
+  std::optional<std::string> kernel;     // only this kernel
   std::uint64_t seed = 1;
-  std::size_t cases = 10000;              // seeded random cases per kernel and config
-  bool classes = true;                    // exhaustive class enumeration
+  std::size_t cases = 10000;  // seeded random cases per kernel and config
+  bool classes = true;        // exhaustive class enumeration
   std::size_t max_classes = 200000;
-  bool determinism = true;                // P7 in process
-  std::vector<std::string> child_argv;    // P7 across processes (empty: skipped)
-  bool compile = false;                   // PC (NVRTC, no GPU needed)
-  bool numerics = false;                  // P6 on the device (skips without one)
-  std::size_t numeric_cases = 8;          // oracle cases per kernel and config
+  bool determinism = true;                                 // P7 in process
+  std::vector<std::string> child_argv;                     // P7 across processes (empty: skipped)
+  bool compile = false;                                    // PC (NVRTC, no GPU needed)
+  bool numerics = false;                                   // P6 on the device (skips without one)
+  std::size_t numeric_cases = 8;                           // oracle cases per kernel and config
   std::string numerics_dir = "warmkey-numerics-failures";  // where failing cases are written
   bool shrink = true;
   std::optional<std::vector<std::uint8_t>> input;  // replay this one input instead of random cases
   const fuzz::Mutant* mutant = nullptr;
-  std::size_t max_reports = 1;            // full reports per kernel, config, property and phase
-  std::string program = "warmkey verify"; // prefix of reproduce commands
+  std::size_t max_reports = 1;             // full reports per kernel, config, property and phase
+  std::string program = "warmkey verify";  // prefix of reproduce commands
 };
 
 struct KernelReport {
   std::string kernel;
   std::string config;
   bool used = true;
-  std::size_t keys = 0;             // warmup keys
-  std::size_t jit_keys = 0;         // distinct warmed JitKeys
-  std::size_t cases = 0;            // random (or replayed) cases
+  std::size_t keys = 0;      // warmup keys
+  std::size_t jit_keys = 0;  // distinct warmed JitKeys
+  std::size_t cases = 0;     // random (or replayed) cases
   std::size_t failing_cases = 0;
   std::map<std::string, std::size_t> failures_by_property;  // "P2" -> cases (or keys) that broke it
   std::optional<KernelCertificate> certificate;
-  std::string numerics;             // P6: "12 cases", "skipped: no device: ...", or "" when not run
+  std::string numerics;  // P6: "12 cases", "skipped: no device: ...", or "" when not run
   std::vector<Violation> violations;
   double seconds = 0;
 

@@ -30,6 +30,7 @@ struct Device::Api {
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;  // optional
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                             void**, void**) = nullptr;
   CUresult (*mem_alloc)(CUdeviceptr*, std::size_t) = nullptr;
@@ -79,6 +80,7 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.module_get_function, {"cuModuleGetFunction"});
   resolve(lib, &a.func_set_attribute, {"cuFuncSetAttribute"});
   resolve(lib, &a.launch_kernel, {"cuLaunchKernel"});
+  a.launch_kernel_ex = reinterpret_cast<decltype(a.launch_kernel_ex)>(::dlsym(lib, "cuLaunchKernelEx"));
   resolve(lib, &a.mem_alloc, {"cuMemAlloc_v2"});
   resolve(lib, &a.mem_free, {"cuMemFree_v2"});
   resolve(lib, &a.memcpy_htod, {"cuMemcpyHtoD_v2"});
@@ -298,8 +300,23 @@ void Device::launch(const CompiledKernel& k, const BoundKey& bound, const Launch
     if (r != CUDA_SUCCESS)
       check(r, str_cat("kernel '", kernel, "': raising dynamic shared memory to ", spec.shared_bytes, " bytes"));
   }
-  int r = api_->launch_kernel(fn, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0], spec.block[1], spec.block[2],
-                              spec.shared_bytes, static_cast<CUstream>(stream), args.ptrs.data(), nullptr);
+  int r;
+  if (spec.programmatic_dependent_launch && major_ >= 9 && api_->launch_kernel_ex != nullptr) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = spec.grid[0], config.gridDimY = spec.grid[1], config.gridDimZ = spec.grid[2];
+    config.blockDimX = spec.block[0], config.blockDimY = spec.block[1], config.blockDimZ = spec.block[2];
+    config.sharedMemBytes = spec.shared_bytes;
+    config.hStream = static_cast<CUstream>(stream);
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    r = api_->launch_kernel_ex(&config, fn, args.ptrs.data(), nullptr);
+  } else {
+    r = api_->launch_kernel(fn, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0], spec.block[1], spec.block[2],
+                            spec.shared_bytes, static_cast<CUstream>(stream), args.ptrs.data(), nullptr);
+  }
   if (r != CUDA_SUCCESS)
     check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", spec.grid[0], ",",
                      spec.grid[1], ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],

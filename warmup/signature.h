@@ -76,6 +76,10 @@ struct LaunchSpec {
   std::array<unsigned, 3> grid{1, 1, 1};
   std::array<unsigned, 3> block{1, 1, 1};
   unsigned shared_bytes = 0;
+  // Programmatic dependent launch: the kernel may start before the previous kernel on the stream
+  // ends (it waits with griddepcontrol.wait). Set on cards of compute capability 9.0 and newer only;
+  // elsewhere the launch is an ordinary one. A launch option, not part of the binary.
+  bool programmatic_dependent_launch = false;
   std::array<std::int64_t, kMaxConstexprs> constexprs{};
   int num_constexprs = 0;
   std::array<ArgValue, kMaxParams> args{};

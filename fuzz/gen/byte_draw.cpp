@@ -60,7 +60,9 @@ std::int64_t ByteDraw::draw_integer(std::string_view, std::int64_t lo, std::int6
   auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);  // hi - lo, modulo 2^64
   int count = span < (1ULL << 8) ? 1 : span < (1ULL << 16) ? 2 : span < (1ULL << 32) ? 4 : 8;
   std::uint64_t u = next_bytes(count);
-  std::uint64_t off = span == ~0ULL ? u : u % (span + 1);
+  // Scaled, not reduced modulo the range: the value grows with u, so lowering bytes lowers it.
+  auto off = static_cast<std::uint64_t>(
+      (static_cast<unsigned __int128>(u) * (static_cast<unsigned __int128>(span) + 1)) >> (8 * count));
   return static_cast<std::int64_t>(static_cast<std::uint64_t>(lo) + off);
 }
 

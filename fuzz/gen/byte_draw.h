@@ -17,7 +17,8 @@ namespace warmkey::fuzz {
 //   pick among n       one byte b -> b % n (two bytes, little endian, when n > 256)
 //   integer [lo, hi]   selector byte s; s < 160: one byte i -> interesting_points()[i % count];
 //                      s < 208: one byte i -> classic_points()[i % count] (lo, 1, 16, hi);
-//                      else: 1, 2, 4 or 8 bytes u (the fewest that span hi - lo) -> lo + u % (hi - lo + 1)
+//                      else: 1, 2, 4 or 8 bytes u, little endian (the fewest that span hi - lo)
+//                      -> lo + floor(u * (hi - lo + 1) / 2^(8 * bytes)) (monotonic in u: shrinkable)
 // Past the end of the input every byte reads 0, which decodes to the simplest choice, so any
 // prefix of an input is an input and shrinking by truncation or zeroing makes cases simpler.
 class ByteDraw : public Draw {

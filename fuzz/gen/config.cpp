@@ -67,7 +67,8 @@ ModelConfig draw_config(Draw& d) {
   }
   if (d.flag("toggle_vision")) {
     c.vision = !c.vision;
-    if (c.vision && c.image_sentinel_lo < 1) c.image_sentinel_lo = std::max<std::int64_t>(1, c.vocab_size - c.image_sentinel_count);
+    if (c.vision && c.image_sentinel_lo < 1)
+      c.image_sentinel_lo = std::max<std::int64_t>(1, c.vocab_size - c.image_sentinel_count);
     note(str_cat("vision=", c.vision ? "on" : "off"));
   }
   if (d.flag("vary_sentinel")) {

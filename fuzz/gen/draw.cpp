@@ -78,8 +78,8 @@ void Draw::label_integer(std::string_view name, std::int64_t v, std::int64_t lo,
   if (v > 0 && (v & (v - 1)) == 0) labels_.push_back(str_cat(name, ":pow2"));
 }
 
-std::size_t interesting_points(std::int64_t lo, std::int64_t hi, std::span<const std::int64_t> marks,
-                               std::int64_t* out, std::size_t capacity) {
+std::size_t interesting_points(std::int64_t lo, std::int64_t hi, std::span<const std::int64_t> marks, std::int64_t* out,
+                               std::size_t capacity) {
   std::size_t n = 0;
   auto add = [&](std::int64_t v) {
     if (v >= lo && v <= hi && n < capacity) out[n++] = v;
@@ -114,6 +114,5 @@ std::size_t classic_points(std::int64_t lo, std::int64_t hi, std::int64_t out[4]
   }
   return n;
 }
-
 
 }  // namespace warmkey::fuzz

@@ -70,11 +70,10 @@ class Draw {
 // The interesting integers of [lo, hi] that every random draw favours: lo, hi, 0, 1, 2, 16,
 // each power of two p and p + 1, each mark m and m - 1, m + 1; sorted and distinct (so that
 // shrinking toward index 0 reaches the smallest value).
-std::size_t interesting_points(std::int64_t lo, std::int64_t hi, std::span<const std::int64_t> marks,
-                               std::int64_t* out, std::size_t capacity);
+std::size_t interesting_points(std::int64_t lo, std::int64_t hi, std::span<const std::int64_t> marks, std::int64_t* out,
+                               std::size_t capacity);
 inline constexpr std::size_t kMaxInterestingPoints = 256;
 // The values most worth a draw of their own: lo, 1, 16 and hi (those in range; at most 4, sorted, distinct).
 std::size_t classic_points(std::int64_t lo, std::int64_t hi, std::int64_t out[4]);
-
 
 }  // namespace warmkey::fuzz

@@ -17,7 +17,8 @@ struct MoeAlignSpace {
 
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::int64_t k = c.num_experts_per_tok;
-    const std::vector<std::int64_t> numel_marks(std::begin(kMoeAlignNumelBoundaries), std::end(kMoeAlignNumelBoundaries));
+    const std::vector<std::int64_t> numel_marks(std::begin(kMoeAlignNumelBoundaries),
+                                                std::end(kMoeAlignNumelBoundaries));
     std::vector<std::int64_t> token_marks;
     for (std::int64_t b : numel_marks) {
       token_marks.push_back(b / k);

@@ -24,7 +24,7 @@ class RcDraw : public Draw {
     std::size_t n = interesting_points(lo, hi, marks, buf, kMaxInterestingPoints);
     std::vector<std::int64_t> points(buf, buf + n);
     auto any = hi < std::numeric_limits<std::int64_t>::max() ? rc::gen::inRange<std::int64_t>(lo, hi + 1)
-                                                              : rc::gen::inRange<std::int64_t>(lo, hi);
+                                                             : rc::gen::inRange<std::int64_t>(lo, hi);
     std::int64_t classic[4];
     std::vector<std::int64_t> classics(classic, classic + classic_points(lo, hi, classic));
     return *rc::gen::weightedOneOf<std::int64_t>(

@@ -40,8 +40,8 @@ class CaseJudge {
 
 // What the contract says about warmup_inputs(key) (P1 and P5).
 struct WarmupFacts {
-  std::string inputs_error;  // warmup_inputs threw
-  std::string invalid;       // validate(warmup_inputs(key)) threw
+  std::string inputs_error;              // warmup_inputs threw
+  std::string invalid;                   // validate(warmup_inputs(key)) threw
   std::optional<CompileKey> dispatched;  // dispatch(warmup_inputs(key))
   std::string dispatch_error;
   bool launches = false;

@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
     std::size_t written = 0;
     auto save = [&](const std::vector<std::uint8_t>& bytes) {
       std::string name = hex_digest({reinterpret_cast<const char*>(bytes.data()), bytes.size()}).substr(0, 20);
-      std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                        static_cast<std::streamsize>(bytes.size()));
+      std::ofstream(dir / name, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
       ++written;
     };
     save({});

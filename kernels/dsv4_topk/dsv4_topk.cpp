@@ -215,6 +215,7 @@ LaunchSpec Dsv4Topk::launch_spec(const Args& a) const {
   s.block = {static_cast<unsigned>(32 * kDsv4RowsPerBlock), 1, 1};
   s.constant(e).constant(dsv4_topk_block_n(e)).constant(k);
   s.constant(a.num_unpadded ? 1 : 0).constant(a.renormalize ? 1 : 0).constant(a.launch_pdl ? 1 : 0);
+  s.programmatic_dependent_launch = a.launch_pdl;  // the attribute; LAUNCH_PDL compiles the waits
   s.ptr(a.logits);
   s.ptr(hash ? none : a.bias);
   s.ptr(vl ? a.bias_vl : none);

@@ -17,7 +17,9 @@ TEST(CoverageCertificate, everyEmbeddedConfigHasEveryReachableJitKeyWarmed) {
     for (const auto& k : c.kernels) {
       EXPECT_FALSE(k.truncated) << k.kernel << " under " << name;
       EXPECT_TRUE(k.violations.empty()) << k.kernel << " under " << name << ":\n" << k.violations.front().to_text();
-      EXPECT_GT(k.classes_explored, 0u) << k.kernel;
+      if (k.used) {
+        EXPECT_GT(k.classes_explored, 0u) << k.kernel;
+      }
       EXPECT_LE(k.jit_keys_reachable, k.jit_keys_warmed) << k.kernel << " under " << name;
     }
   }

@@ -20,7 +20,8 @@ WarmSetCache& warm_sets() {
 }
 
 bool any_label(const std::vector<std::string>& labels, std::string_view part) {
-  return std::any_of(labels.begin(), labels.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; });
+  return std::any_of(labels.begin(), labels.end(),
+                     [&](const std::string& l) { return l.find(part) != std::string::npos; });
 }
 
 std::string reports(const std::vector<Violation>& vs) {

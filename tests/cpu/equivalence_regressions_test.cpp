@@ -50,7 +50,8 @@ TEST(FuzzRegressions, everyRecordedCounterexampleNowPasses) {
 }
 
 TEST(FuzzRegressions, everySeedCorpusInputPasses) {
-  EXPECT_GT(replay_all(source_dir() / "fuzz" / "corpus"), 0u) << "no seed corpus under " << source_dir() / "fuzz/corpus";
+  EXPECT_GT(replay_all(source_dir() / "fuzz" / "corpus"), 0u)
+      << "no seed corpus under " << source_dir() / "fuzz/corpus";
 }
 
 }  // namespace

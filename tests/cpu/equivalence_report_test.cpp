@@ -54,13 +54,13 @@ TEST(ViolationReport, keySufficiencyNamesInputKeysAndJitKeyDifference) {
   ASSERT_FALSE(v->jit_diff.empty());
   expect_contains(v->jit_diff.front(), "param x");
   const std::string text = v->to_text();
-  for (const char* part : {"P3 key sufficiency violated: kernel moe_mul_sum, config dsv4-flash", "claim:", "input:",
-                           "classes:", "dispatch:", "warmup key:", "JitKey(x):", "JitKey(warm):", "JitKey diff:",
-                           "found by:", "reproduce:", "--input "})
+  for (const char* part : {"P3 key sufficiency violated: kernel moe_mul_sum, config dsv4-flash",
+                           "claim:", "input:", "classes:", "dispatch:", "warmup key:", "JitKey(x):", "JitKey(warm):",
+                           "JitKey diff:", "found by:", "reproduce:", "--input "})
     expect_contains(text, part);
   const nlohmann::json j = v->to_json();
-  for (const char* key : {"property", "kernel", "config", "input", "dispatch", "warmup_key", "jit_key", "warmup_jit_key",
-                          "jit_key_diff", "reproduce"})
+  for (const char* key : {"property", "kernel", "config", "input", "dispatch", "warmup_key", "jit_key",
+                          "warmup_jit_key", "jit_key_diff", "reproduce"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["property"], "P3");
 }

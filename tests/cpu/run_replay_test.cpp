@@ -6,6 +6,8 @@
 #include <numeric>
 #include <unordered_set>
 
+#include <nlohmann/json.hpp>
+
 #include "equivalence/replay.h"
 #include "equivalence/replay_pipeline.h"
 #include "fuzz/mutants/catalogue.h"

@@ -69,7 +69,8 @@ TEST_P(SeededMutant, isCaughtByTheNamedProperty) {
   ASSERT_NE(m, nullptr);
   Outcome o = run_mutant(*m);
   EXPECT_TRUE(o.caught) << m->name << " (" << m->what << ") expected to be caught by " << joined(m->caught_by)
-                        << ", fired: [" << joined(o.fired) << "]\n" << o.report;
+                        << ", fired: [" << joined(o.fired) << "]\n"
+                        << o.report;
   EXPECT_EQ(std::count(o.fired.begin(), o.fired.end(), "GEN"), 0) << "the generator drew invalid inputs:\n" << o.report;
 }
 

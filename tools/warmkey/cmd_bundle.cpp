@@ -52,6 +52,9 @@ int export_bundle(const BundleCliOptions& o) {
   }
   std::vector<BoundKey> keys;
   for (const auto& e : plan.entries) keys.push_back(e.bound);
+  const std::filesystem::path parent = std::filesystem::path(o.file).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   rt.export_bundle(o.file, keys);
   const auto bytes = std::filesystem::file_size(o.file);
   if (o.json) {

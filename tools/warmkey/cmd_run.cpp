@@ -57,7 +57,11 @@ const fuzz::Mutant* mutant_named(const std::string& name) {
   throw InputError(str_cat("--mutant: unknown mutant '", name, "' (known: ", known, ")"));
 }
 
+// Writes a report file atomically, creating its folder.
 void write_output(const std::string& flag, const std::string& file, const std::string& text) {
+  const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   std::string why;
   if (!write_file_atomic(file, text, &why)) throw InputError(str_cat(flag, ": cannot write '", file, "': ", why));
 }
