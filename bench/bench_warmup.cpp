@@ -82,8 +82,8 @@ void BM_WarmRestart(benchmark::State& state) {
 
 const int kJobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-BENCHMARK(BM_WarmupBatchedPrograms)->Arg(kJobs)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
-BENCHMARK(BM_WarmupOneProgramPerKey)->Arg(kJobs)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_WarmupBatchedPrograms)->Arg(2)->Arg(kJobs)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_WarmupOneProgramPerKey)->Arg(2)->Arg(kJobs)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_WarmRestart)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

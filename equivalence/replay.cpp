@@ -186,12 +186,23 @@ Tensor batch_view(DType dtype, std::initializer_list<std::int64_t> sizes, std::i
   return Tensor::meta(dtype, sizes, offset);
 }
 
-void write_case_folder(const std::filesystem::path& dir, const NumericCase& c, const std::vector<HostTensor>* got,
+void write_case_folder(const std::filesystem::path& dir_in, const NumericCase& c, const std::vector<HostTensor>* got,
                        const nlohmann::json& extra) {
   namespace fs = std::filesystem;
+  fs::path dir = dir_in.lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "cases/x/" names "cases/x"
+  const std::string name = dir.filename().string();
+  if (name.empty() || name == "." || name == "..")
+    throw InputError(str_cat("case folder '", dir_in.string(), "': name a new folder, not an existing parent"));
+  // Only a previous case folder (or an empty one) is replaced: never a folder of other files.
+  std::error_code ec;
+  if (fs::exists(dir, ec) &&
+      !(fs::is_directory(dir, ec) && (fs::is_empty(dir, ec) || fs::exists(dir / "case.json", ec))))
+    throw InputError(
+        str_cat("case folder '", dir.string(), "' exists and is not a case folder (no case.json): not replaced"));
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   fs::create_directories(parent);
-  const fs::path tmp = parent / str_cat(".", dir.filename().string(), ".tmp-", ::getpid());
+  const fs::path tmp = parent / str_cat(".", name, ".tmp-", ::getpid());
   fs::remove_all(tmp);
   try {
     write_case(tmp, c, got);
@@ -206,7 +217,6 @@ void write_case_folder(const std::filesystem::path& dir, const NumericCase& c, c
     fs::remove_all(dir);
     fs::rename(tmp, dir);
   } catch (...) {
-    std::error_code ec;
     fs::remove_all(tmp, ec);
     throw;
   }

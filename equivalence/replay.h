@@ -45,7 +45,8 @@ Tensor batch_view(DType dtype, std::initializer_list<std::int64_t> sizes, std::i
 
 // Writes a case folder (write_case: case.json, inputs, expected_* and got_* .npy files) with
 // `extra` merged into case.json, into a temporary sibling first and renamed into place, so a
-// failure never leaves a half-written folder at dir (an existing folder is replaced).
+// failure never leaves a half-written folder at dir. An existing case folder (one with a
+// case.json) or an empty folder is replaced; any other existing path is an InputError.
 void write_case_folder(const std::filesystem::path& dir, const NumericCase& c, const std::vector<HostTensor>* got,
                        const nlohmann::json& extra);
 

@@ -3,16 +3,19 @@
 // dsv4-flash); a deliberately unwarmed key is refused and reported with its JitKey difference.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <numeric>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
+#include "equivalence/oracles/moe_mul_sum.h"
 #include "equivalence/replay.h"
 #include "equivalence/replay_pipeline.h"
 #include "fuzz/mutants/catalogue.h"
 #include "kernels/builtin.h"
 #include "tests/support/numeric.h"
+#include "warmup/disk_cache.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
@@ -177,6 +180,31 @@ TEST(ReplayCompileOnly, unwarmedKeyIsRefusedAndReported) {
   EXPECT_NE(f.batch.find("offset="), std::string::npos) << f.batch;
   EXPECT_NE(f.message.find("refused"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("topk_ids:*i32:D -> topk_ids:*i32"), std::string::npos) << f.message;
+}
+
+TEST(ReplayCases, caseFolderIsWrittenWholeAndReplacesOnlyACaseFolder) {
+  test::TempDir dir("warmkey-case");
+  MoeMulSumCase p;
+  p.num_tokens = 3;
+  p.hidden = 64;
+  const NumericCase c = MoeMulSumOracle::make_case(p);
+  const auto out = dir.path() / "sub" / "case";
+  write_case_folder(out, c, nullptr, {{"note", "first"}});
+  write_case_folder(out / "", c, nullptr, {{"note", "second"}});  // replaces the previous case
+  const NumericCase back = read_case(out);
+  EXPECT_EQ(back.title(), c.title());
+  EXPECT_TRUE(compare_outputs(back, back.expected).ok);
+  std::string why;
+  EXPECT_NE(read_file_bytes(out / "case.json", &why)->find("\"second\""), std::string::npos);
+  for (const auto& e : std::filesystem::directory_iterator(out.parent_path()))
+    EXPECT_EQ(e.path().filename(), "case") << "a temporary folder was left behind";
+
+  std::filesystem::create_directories(dir.path() / "other");
+  std::ofstream(dir.path() / "other" / "keep.txt") << "not a case";
+  EXPECT_THROW(write_case_folder(dir.path() / "other", c, nullptr, {}), InputError);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "other" / "keep.txt"));
+  EXPECT_THROW(write_case_folder(dir.path() / ".", c, nullptr, {}), InputError);
+  EXPECT_THROW(write_case_folder(dir.path() / "sub" / "..", c, nullptr, {}), InputError);
 }
 
 TEST(ReplayCompileOnly, traceThatDoesNotFitTheConfigIsAnInputError) {
