@@ -158,7 +158,7 @@ void register_case_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
   sub->add_option("--variant", o->variant, "Which of the batch's launches (index; default: drawn by seed)")
       ->check(CLI::Range(0, 1 << 20));
-  sub->add_option("--out", o->out, "Folder to write (replaced when it exists)")->required();
+  sub->add_option("--out", o->out, "Folder to write (a previous case folder there is replaced)")->required();
   sub->add_option("--cache-dir", o->cache_dir,
                   "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
   sub->add_flag("--compile-only", o->compile_only, "Do not launch on a GPU even when one is present");
