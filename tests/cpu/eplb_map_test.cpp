@@ -336,13 +336,7 @@ RC_GTEST_PROP(EplbMapContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
 RC_GTEST_PROP(EplbMapContract, everyRuntimeBinaryIsWarmed, ()) {
   const RuntimeCase c = *gen_runtime_case();
   classify(c);
-  if (!kKernel.launches(c.args)) return;  // nothing launches: no binary is needed
-  const BoundKey runtime = kKernel.bound_key(c.args);
-  bool warmed = false;
-  for (const CompileKey& key : kKernel.warmup_keys(c.config))
-    warmed = warmed || kKernel.warmup_bound_key(key) == runtime;
-  if (!warmed) RC_LOG() << kKernel.describe(c.args) << " needs a binary " << c.config.name << " does not warm";
-  RC_ASSERT(warmed);
+  test::assert_binary_warmed(kKernel, c.config, c.args);
 }
 
 RC_GTEST_PROP(EplbMapContract, compileKeyDecidesTheBinary, ()) {  // P3

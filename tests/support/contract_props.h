@@ -67,6 +67,18 @@ void assert_dispatch_warmed(const K& kernel, const ModelConfig& config, const ty
   RC_ASSERT(warmed);
 }
 
+// P2: the binary args need (its bound key) is one that warming config compiles. Inputs that
+// launch nothing need no binary.
+template <class K>
+void assert_binary_warmed(const K& kernel, const ModelConfig& config, const typename K::Args& args) {
+  if (!kernel.launches(args)) return;
+  const BoundKey runtime = kernel.bound_key(args);
+  bool warmed = false;
+  for (const CompileKey& key : kernel.warmup_keys(config)) warmed = warmed || kernel.warmup_bound_key(key) == runtime;
+  if (!warmed) RC_LOG() << kernel.describe(args) << " needs a binary " << config.name << " does not warm";
+  RC_ASSERT(warmed);
+}
+
 // Every warmup key of config through NVRTC: the number of keys that failed, with the messages.
 template <class K>
 WarmResult compile_warmup_keys(const K& kernel, const ModelConfig& config, JitRuntime& rt) {
