@@ -85,15 +85,17 @@ BoundKey bound_key_of(const Kernel& kernel, const CompileKey& key) {
   }
 }
 
-// Instantiations per NVRTC program: enough programs to keep every job busy on the largest
-// kernel, at most kMaxBatch so that one slow program does not serialise the tail.
-int choose_batch(const Plan& plan, int jobs) {
+// Instantiations per NVRTC program: as many as kMaxBatch allows, whatever the job count. NVRTC's
+// cost is per program (parsing, and compiles from several threads largely serialise inside the
+// library), so fewer, larger programs win: on the H200 host (16 cores, 2026-11-29, dsv4-flash,
+// 98 keys) 7 programs of up to 16 keys took 0.37 s, 49 programs of up to 2 keys 2.33 s, and one
+// program per key 4-5 s (docs/PERFORMANCE.md). kMaxBatch bounds the tail one slow program adds.
+int choose_batch(const Plan& plan, int /*jobs*/) {
   std::map<const Kernel*, std::unordered_set<BoundKey, BoundKeyHash>> per_kernel;
   for (const auto& e : plan.entries) per_kernel[e.kernel].insert(e.bound);
   std::size_t largest = 1;
   for (const auto& [k, keys] : per_kernel) largest = std::max(largest, keys.size());
-  std::size_t batch = (largest + static_cast<std::size_t>(jobs) - 1) / static_cast<std::size_t>(jobs);
-  return static_cast<int>(std::clamp<std::size_t>(batch, 1, kMaxBatch));
+  return static_cast<int>(std::clamp<std::size_t>(largest, 1, kMaxBatch));
 }
 
 std::string format_seconds(double s) {

@@ -35,7 +35,7 @@ enum class ProgressMode { automatic, on, off };  // automatic: when stderr is a 
 
 struct WarmupOptions {
   int jobs = 0;  // 0: hardware concurrency
-  // Instantiations per NVRTC program; 0: ceil(keys of the largest kernel / jobs), at most 16.
+  // Instantiations per NVRTC program; 0: the largest kernel's key count, at most 16.
   int batch = 0;
   ProgressMode progress = ProgressMode::automatic;
 };
