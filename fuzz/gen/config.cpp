@@ -106,12 +106,8 @@ ModelConfig draw_config(Draw& d) {
   if (c.has_backend("megamoe") &&
       std::find(c.index_dtypes.begin(), c.index_dtypes.end(), DType::i64) == c.index_dtypes.end())
     c.index_dtypes.push_back(DType::i64);
-  // EPLB maps i32 or i64 ids (eplb_map never sees u32). ModelConfig::validate() accepts eplb with
-  // u32-only ids, which leaves eplb_map without a warmup key (fuzz/regressions/eplb_map/); until
-  // validation or the contract settles it, the generator keeps to configs EPLB can serve.
-  if (c.eplb && std::none_of(c.index_dtypes.begin(), c.index_dtypes.end(),
-                             [](DType t) { return t == DType::i32 || t == DType::i64; }))
-    c.index_dtypes.push_back(DType::i32);
+  // EPLB with u32-only ids is drawn too: eplb_map then warms i32 ids (eplb_map_ids_dtypes), the
+  // fix of the regression in fuzz/regressions/eplb_map/.
   if (c.index_dtypes != bases[(i + first) % bases.size()].index_dtypes) {
     std::string text;
     for (DType t : c.index_dtypes) text += str_cat(text.empty() ? "" : "+", dtype_name(t));
