@@ -36,8 +36,8 @@ void BM_moe_mul_sum(benchmark::State& state) {
     LaunchSpec spec = kernel.launch_spec(args[i]);
     launches.push_back({bind(kernel.def(), spec), spec});
   }
-  const double bytes = static_cast<double>(t * kTopK * kHidden * dtype_size(d) + t * kTopK * 4 +
-                                           t * kHidden * dtype_size(d));
+  const double bytes =
+      static_cast<double>(t * kTopK * kHidden * dtype_size(d) + t * kTopK * 4 + t * kHidden * dtype_size(d));
   time_launches(state, launches, bytes, copy_bandwidth_gbs());
   state.SetLabel(kernel.dispatch(args[0]).to_string());
 }

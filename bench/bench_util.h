@@ -59,7 +59,8 @@ inline std::size_t padded(std::size_t bytes) { return (bytes + 255) / 256 * 256;
 inline void fill_random(void* dst, DType dtype, std::int64_t count, std::uint64_t seed, std::int64_t modulus = 256) {
   Device& dev = Device::instance();
   const std::size_t elem = static_cast<std::size_t>(dtype_size(dtype));
-  const std::size_t chunk_elems = std::min<std::size_t>(static_cast<std::size_t>(count), (std::size_t{16} << 20) / elem);
+  const std::size_t chunk_elems =
+      std::min<std::size_t>(static_cast<std::size_t>(count), (std::size_t{16} << 20) / elem);
   std::vector<std::uint8_t> chunk(chunk_elems * elem);
   std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
   for (std::size_t i = 0; i < chunk_elems; ++i) {
@@ -68,11 +69,27 @@ inline void fill_random(void* dst, DType dtype, std::int64_t count, std::uint64_
     std::uint8_t* p = chunk.data() + i * elem;
     switch (dtype) {
       case DType::f32: std::memcpy(p, &f, 4); break;
-      case DType::bf16: { std::uint16_t b = float_to_bf16_bits(f); std::memcpy(p, &b, 2); break; }
-      case DType::f16: { std::uint16_t b = float_to_f16_bits(f); std::memcpy(p, &b, 2); break; }
-      case DType::i64: { std::int64_t v = static_cast<std::int64_t>(x % static_cast<std::uint64_t>(modulus)); std::memcpy(p, &v, 8); break; }
+      case DType::bf16: {
+        std::uint16_t b = float_to_bf16_bits(f);
+        std::memcpy(p, &b, 2);
+        break;
+      }
+      case DType::f16: {
+        std::uint16_t b = float_to_f16_bits(f);
+        std::memcpy(p, &b, 2);
+        break;
+      }
+      case DType::i64: {
+        std::int64_t v = static_cast<std::int64_t>(x % static_cast<std::uint64_t>(modulus));
+        std::memcpy(p, &v, 8);
+        break;
+      }
       case DType::i32:
-      case DType::u32: { std::int32_t v = static_cast<std::int32_t>(x % static_cast<std::uint64_t>(modulus)); std::memcpy(p, &v, 4); break; }
+      case DType::u32: {
+        std::int32_t v = static_cast<std::int32_t>(x % static_cast<std::uint64_t>(modulus));
+        std::memcpy(p, &v, 4);
+        break;
+      }
       default: *p = static_cast<std::uint8_t>(x); break;
     }
   }
@@ -132,8 +149,12 @@ __global__ void bench_copy_kernel(const typename S::src_t* src, typename S::dst_
 )");
     return s;
   }();
-  static const KernelDef def{"bench_copy", "bench/copy.cuh", "bench_copy_kernel", {},
-                             {param::in("src"), param::out("dst"), param::integer("vectors")}, &sources};
+  static const KernelDef def{"bench_copy",
+                             "bench/copy.cuh",
+                             "bench_copy_kernel",
+                             {},
+                             {param::in("src"), param::out("dst"), param::integer("vectors")},
+                             &sources};
   return def;
 }
 

@@ -111,8 +111,11 @@ void compare_one(const HostTensor& want, const HostTensor& got, Tolerance tol, C
 }
 
 nlohmann::json tensor_json(const HostTensor& t, const std::string& file) {
-  return {{"name", t.name},   {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape},
-          {"file", file},     {"align_offset", t.align_offset}};
+  return {{"name", t.name},
+          {"dtype", std::string(dtype_name(t.dtype))},
+          {"shape", t.shape},
+          {"file", file},
+          {"align_offset", t.align_offset}};
 }
 
 HostTensor tensor_from_json(const std::filesystem::path& dir, const nlohmann::json& j) {
@@ -222,7 +225,8 @@ CompareReport compare_outputs(const NumericCase& c, const std::vector<HostTensor
 
 void write_npy(const std::filesystem::path& file, const HostTensor& t) {
   std::string dict = str_cat("{'descr': '", dtype_numpy_descr(t.dtype), "', 'fortran_order': False, 'shape': (");
-  for (std::size_t i = 0; i < t.shape.size(); ++i) dict += str_cat(t.shape[i], t.shape.size() == 1 ? "," : (i + 1 < t.shape.size() ? ", " : ""));
+  for (std::size_t i = 0; i < t.shape.size(); ++i)
+    dict += str_cat(t.shape[i], t.shape.size() == 1 ? "," : (i + 1 < t.shape.size() ? ", " : ""));
   dict += "), }";
   // magic (6) + version (2) + header length (2) + dict + padding + '\n', a multiple of 64.
   const std::size_t unpadded = 10 + dict.size() + 1;
@@ -258,7 +262,8 @@ HostTensor read_npy(const std::filesystem::path& file, std::string name, DType d
   const std::string want = str_cat("'", dtype_numpy_descr(dtype), "'");
   if (descr.compare(descr.find('\''), want.size(), want) != 0)
     throw Error(str_cat(file, ": descr ", descr.substr(0, descr.find(',')), " does not hold ", dtype_name(dtype)));
-  if (field("fortran_order").substr(0, 7).find("False") == std::string::npos) throw Error(str_cat(file, ": Fortran order is not supported"));
+  if (field("fortran_order").substr(0, 7).find("False") == std::string::npos)
+    throw Error(str_cat(file, ": Fortran order is not supported"));
   std::string shape = field("shape");
   shape = shape.substr(shape.find('(') + 1, shape.find(')') - shape.find('(') - 1);
   HostTensor t{std::move(name), dtype, {}, {}, 0};
@@ -321,9 +326,7 @@ std::uint64_t CaseRng::next() {
   return z ^ (z >> 31);
 }
 
-double CaseRng::uniform(double lo, double hi) {
-  return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53;
-}
+double CaseRng::uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 std::int64_t CaseRng::uniform_int(std::int64_t lo, std::int64_t hi) {
   const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
@@ -348,7 +351,8 @@ std::uint64_t derive_seed(std::uint64_t base, std::uint64_t index) {
 Tensor DeviceTensors::place(const HostTensor& t, const void* host_bytes) {
   if (t.align_offset % dtype_size(t.dtype) != 0)
     throw Error(str_cat(t.to_string(), ": align_offset must be a multiple of the element size"));
-  const std::size_t bytes = t.bytes.empty() ? static_cast<std::size_t>(t.numel() * dtype_size(t.dtype)) : t.bytes.size();
+  const std::size_t bytes =
+      t.bytes.empty() ? static_cast<std::size_t>(t.numel() * dtype_size(t.dtype)) : t.bytes.size();
   Entry e{HostTensor{t.name, t.dtype, t.shape, {}, t.align_offset}, device_.alloc(bytes + 16 + 16), nullptr};
   // Allocations are at least 256-byte aligned; step to the wanted offset past a 16-byte boundary.
   const auto base = reinterpret_cast<std::uintptr_t>(e.buffer.data());

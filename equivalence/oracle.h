@@ -58,9 +58,9 @@ struct NumericCase {
   std::string label;  // the sizes, dtypes and options, readable: "T=7 H=4096 bf16->bf16 misaligned map=i32"
   std::uint64_t seed = 0;
   std::vector<HostTensor> inputs;
-  std::vector<HostTensor> expected;              // reference outputs, named like the output args
-  std::map<std::string, Tolerance> tolerances;   // by output name; missing = exact
-  std::map<std::string, std::int64_t> scalars;   // runtime scalars that are not tensor sizes
+  std::vector<HostTensor> expected;             // reference outputs, named like the output args
+  std::map<std::string, Tolerance> tolerances;  // by output name; missing = exact
+  std::map<std::string, std::int64_t> scalars;  // runtime scalars that are not tensor sizes
 
   const HostTensor* find_input(std::string_view name) const;
   const HostTensor& input(std::string_view name) const;            // throws Error naming the case
@@ -99,7 +99,7 @@ class CaseRng {
  public:
   explicit CaseRng(std::uint64_t seed) : state_(seed) {}
   std::uint64_t next();
-  double uniform(double lo, double hi);                   // [lo, hi)
+  double uniform(double lo, double hi);                        // [lo, hi)
   std::int64_t uniform_int(std::int64_t lo, std::int64_t hi);  // [lo, hi]
   bool bernoulli(double p);
   // Values uniform in [lo, hi) rounded to t's float dtype; element 0 is forced away from zero, so

@@ -10,10 +10,10 @@ void moe_mul_sum(const Eigen::Ref<const RowMatrixXf>& x, const Eigen::Ref<const 
                  const std::optional<Eigen::Ref<const IndexVector>>& topk_ids, const OptionalExpertMap& expert_map,
                  Eigen::Ref<RowMatrixXf> out, DType out_dtype) {
   const Eigen::Index tokens = weights.rows(), k = weights.cols(), h = x.cols();
-  if (x.rows() != tokens * k || out.rows() != tokens || out.cols() != h || topk_ids.has_value() != expert_map.has_value() ||
-      (topk_ids && topk_ids->size() != tokens * k))
-    throw Error(str_cat("reference moe_mul_sum: inconsistent shapes: x ", x.rows(), "x", h, ", weights ", tokens, "x", k,
-                        ", out ", out.rows(), "x", out.cols(), ", topk_ids ", topk_ids ? topk_ids->size() : -1,
+  if (x.rows() != tokens * k || out.rows() != tokens || out.cols() != h ||
+      topk_ids.has_value() != expert_map.has_value() || (topk_ids && topk_ids->size() != tokens * k))
+    throw Error(str_cat("reference moe_mul_sum: inconsistent shapes: x ", x.rows(), "x", h, ", weights ", tokens, "x",
+                        k, ", out ", out.rows(), "x", out.cols(), ", topk_ids ", topk_ids ? topk_ids->size() : -1,
                         ", expert_map ", expert_map ? expert_map->size() : -1));
   auto counts = [&](Eigen::Index slot) {
     if (!expert_map) return true;

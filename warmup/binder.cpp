@@ -112,8 +112,7 @@ std::string triton_repr(const KernelDef& def, const BoundKey& key, int param) {
   if (b.attr == ArgAttr::missing) return "('constexpr', None)";
   std::string attr = b.attr == ArgAttr::divisible16 ? "'D'" : "''";
   switch (p.kind) {
-    case ParamKind::pointer:
-      return str_cat("('*", dtype_triton_name(static_cast<DType>(b.type)), "', ", attr, ")");
+    case ParamKind::pointer: return str_cat("('*", dtype_triton_name(static_cast<DType>(b.type)), "', ", attr, ")");
     case ParamKind::integer: {
       static constexpr const char* kWidth[] = {"i32", "i64", "u64"};
       return str_cat("('", kWidth[b.type], "', ", attr, ")");

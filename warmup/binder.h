@@ -15,10 +15,10 @@ enum class IntWidth : std::uint8_t { i32, i64, u64 };
 
 // The per-argument fact the key records besides the type.
 enum class ArgAttr : std::uint8_t {
-  none,          // nothing ('' for ints and pointers, None for bools and floats)
-  divisible16,   // 'D': integer divisible by 16, or pointer 16-byte aligned
-  constexpr_one, // the integer equals 1: ('constexpr', 1), leaves the runtime signature
-  missing,       // a missing optional pointer: ('constexpr', None)
+  none,           // nothing ('' for ints and pointers, None for bools and floats)
+  divisible16,    // 'D': integer divisible by 16, or pointer 16-byte aligned
+  constexpr_one,  // the integer equals 1: ('constexpr', 1), leaves the runtime signature
+  missing,        // a missing optional pointer: ('constexpr', None)
 };
 
 // Width of v; throws BindError naming `what` when v is outside [-2^63, 2^64).
@@ -40,8 +40,7 @@ struct BoundKey {
   std::uint64_t hash = 0;
 
   bool operator==(const BoundKey& o) const {
-    return kernel == o.kernel && hash == o.hash && constexprs == o.constexprs && params == o.params &&
-           block == o.block;
+    return kernel == o.kernel && hash == o.hash && constexprs == o.constexprs && params == o.params && block == o.block;
   }
 };
 

@@ -139,9 +139,12 @@ CompileKey CompileKey::from_json(const nlohmann::json& j) {
   for (const auto& name_j : j.at("order")) {
     std::string name = name_j.get<std::string>();
     const auto& v = f.at(name);
-    if (v.is_boolean()) fields.emplace_back(name, v.get<bool>());
-    else if (v.is_number_integer()) fields.emplace_back(name, v.get<std::int64_t>());
-    else if (v.is_string()) fields.emplace_back(name, v.get<std::string>());
+    if (v.is_boolean())
+      fields.emplace_back(name, v.get<bool>());
+    else if (v.is_number_integer())
+      fields.emplace_back(name, v.get<std::int64_t>());
+    else if (v.is_string())
+      fields.emplace_back(name, v.get<std::string>());
     else if (v.is_object() && v.contains("dtype")) {
       auto d = parse_dtype(v.at("dtype").get<std::string>());
       if (!d) fail_input(kernel, name, "unknown dtype ", v.at("dtype").dump());

@@ -14,8 +14,8 @@ namespace warmkey {
 // One compiled key: its JitKey, the mangled entry name and the cubin that holds it.
 struct CompiledKernel {
   JitKey key;
-  std::string digest;        // key.digest(), computed once
-  std::string lowered_name;  // mangled name of the instantiation inside the cubin
+  std::string digest;                        // key.digest(), computed once
+  std::string lowered_name;                  // mangled name of the instantiation inside the cubin
   std::shared_ptr<const std::string> cubin;  // shared by every key compiled in one NVRTC program
 };
 

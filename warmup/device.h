@@ -93,7 +93,7 @@ class Device {
   void* context_ = nullptr;
   std::mutex mu_;
   std::unordered_map<std::string, std::pair<void*, void*>> modules_;  // digest -> (CUmodule, CUfunction)
-  std::unordered_map<std::string, void*> cubin_modules_;             // cubin content digest -> CUmodule
+  std::unordered_map<std::string, void*> cubin_modules_;              // cubin content digest -> CUmodule
   std::atomic<std::int64_t> modules_loaded_{0};
 };
 

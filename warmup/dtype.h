@@ -10,9 +10,8 @@ namespace warmkey {
 
 enum class DType : std::uint8_t { f32, f16, bf16, f8e4m3, ue8m0, u8, i32, u32, i64, boolean };
 
-inline constexpr DType kAllDTypes[] = {DType::f32,    DType::f16,   DType::bf16, DType::f8e4m3,
-                                       DType::ue8m0,  DType::u8,    DType::i32,  DType::u32,
-                                       DType::i64,    DType::boolean};
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f8e4m3, DType::ue8m0,
+                                       DType::u8,  DType::i32, DType::u32,  DType::i64,    DType::boolean};
 
 // warmkey's own short name: "f32", "bf16", "i64", "bool"...
 std::string_view dtype_name(DType d);

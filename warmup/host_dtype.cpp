@@ -54,7 +54,7 @@ std::uint16_t float_to_f16_bits(float v) {
   const std::uint32_t x = bits_of(v);
   const std::uint16_t sign = static_cast<std::uint16_t>((x & kSignMask) >> 16);
   const std::uint32_t a = x & kAbsMask;
-  if (a > kInfBits) return sign | 0x7e00u;    // NaN
+  if (a > kInfBits) return sign | 0x7e00u;      // NaN
   if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to infinity (65504 is odd)
   if (a < 0x38800000u) {
     // Below 2^-14: a subnormal m * 2^-24. The scaling is exact, nearbyint rounds to even;
@@ -83,7 +83,7 @@ std::uint8_t float_to_f8e4m3_bits(float v, bool saturate) {
   const std::uint32_t x = bits_of(v);
   const std::uint8_t sign = static_cast<std::uint8_t>((x & kSignMask) >> 24);
   const std::uint32_t a = x & kAbsMask;
-  if (a > kInfBits) return sign | 0x7fu;  // NaN
+  if (a > kInfBits) return sign | 0x7fu;     // NaN
   constexpr std::uint32_t kMaxCode = 0x7eu;  // 448
   if (a < 0x3c800000u) {
     // Below 2^-6: a subnormal m * 2^-9 (m == 8 is the smallest normal, same bits).
@@ -104,9 +104,12 @@ float f8e4m3_bits_to_float(std::uint8_t bits) {
   const int exponent = (bits >> 3) & 0xf;
   const int mantissa = bits & 0x7;
   float m;
-  if (exponent == 15 && mantissa == 7) m = std::nanf("");
-  else if (exponent == 0) m = std::ldexp(static_cast<float>(mantissa), -9);
-  else m = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+  if (exponent == 15 && mantissa == 7)
+    m = std::nanf("");
+  else if (exponent == 0)
+    m = std::ldexp(static_cast<float>(mantissa), -9);
+  else
+    m = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
   return negative ? -m : m;
 }
 

@@ -76,7 +76,8 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
   k.nvrtc_version = target.nvrtc_version;
   k.options = target.options;
   k.block = bound.block;
-  for (std::size_t i = 0; i < def.constexprs.size(); ++i) k.constexprs.emplace_back(def.constexprs[i].name, bound.constexprs[i]);
+  for (std::size_t i = 0; i < def.constexprs.size(); ++i)
+    k.constexprs.emplace_back(def.constexprs[i].name, bound.constexprs[i]);
   for (std::size_t i = 0; i < def.params.size(); ++i) {
     const Param& p = def.params[i];
     const BoundParam& b = bound.params[i];
@@ -94,8 +95,10 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
         case ParamKind::floating: pk.type = "fp32"; break;
         case ParamKind::boolean: pk.type = "u1"; break;
       }
-      if (p.kind == ParamKind::floating || p.kind == ParamKind::boolean) pk.attr = "None";
-      else if (b.attr == ArgAttr::divisible16) pk.attr = "D";
+      if (p.kind == ParamKind::floating || p.kind == ParamKind::boolean)
+        pk.attr = "None";
+      else if (b.attr == ArgAttr::divisible16)
+        pk.attr = "D";
     }
     k.params.push_back(std::move(pk));
   }
@@ -118,7 +121,8 @@ std::vector<std::string> diff(const JitKey& from, const JitKey& to) {
                           to.block[1], ",", to.block[2]));
   std::size_t nc = std::max(from.constexprs.size(), to.constexprs.size());
   for (std::size_t i = 0; i < nc; ++i) {
-    std::string a = i < from.constexprs.size() ? str_cat(from.constexprs[i].first, "=", from.constexprs[i].second) : "-";
+    std::string a =
+        i < from.constexprs.size() ? str_cat(from.constexprs[i].first, "=", from.constexprs[i].second) : "-";
     std::string b = i < to.constexprs.size() ? str_cat(to.constexprs[i].first, "=", to.constexprs[i].second) : "-";
     if (a != b) out.push_back(str_cat("constexpr ", a, " -> ", b));
   }
@@ -169,8 +173,10 @@ std::string instantiation_source(const JitKey& key, const std::string& struct_na
       os << "  static constexpr int " << p.name << "_class = " << cls << ";\n";
     }
     if (i) sig << ", ";
-    if (pointer) sig << (p.writable ? "" : "const ") << "typename warmkey_gen::" << struct_name << "::" << p.name << "_t*";
-    else sig << "typename warmkey_gen::" << struct_name << "::" << p.name << "_t";
+    if (pointer)
+      sig << (p.writable ? "" : "const ") << "typename warmkey_gen::" << struct_name << "::" << p.name << "_t*";
+    else
+      sig << "typename warmkey_gen::" << struct_name << "::" << p.name << "_t";
   }
   os << "};\n}  // namespace warmkey_gen\n";
   os << "static_assert(warmkey_same_type<decltype(&" << key.entry << "<warmkey_gen::" << struct_name << ">), void (*)("

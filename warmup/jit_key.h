@@ -21,8 +21,8 @@ struct CompileTarget {
 
 struct ParamKey {
   std::string name;
-  std::string type;  // "*bf16", "i32", "i64", "u64", "fp32", "u1", "constexpr"
-  std::string attr;  // "D", "", "1" (constexpr 1), "None" (missing pointer, bool, float)
+  std::string type;       // "*bf16", "i32", "i64", "u64", "fp32", "u1", "constexpr"
+  std::string attr;       // "D", "", "1" (constexpr 1), "None" (missing pointer, bool, float)
   bool writable = false;  // pointers the kernel writes (non-const in device code)
   bool operator==(const ParamKey&) const = default;
 };

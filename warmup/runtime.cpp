@@ -491,7 +491,8 @@ std::vector<DiskCache::RawEntry> parse_bundle(const std::string& bytes, const st
   std::vector<std::shared_ptr<const std::string>> cubins;
   for (std::uint64_t i = 0; i < cubin_count; ++i) {
     std::uint64_t len = 0;
-    if (end - pos < 8 || !get_le(bytes, &pos, &len) || end - pos < len) throw bad(str_cat("cubin ", i, " is truncated"));
+    if (end - pos < 8 || !get_le(bytes, &pos, &len) || end - pos < len)
+      throw bad(str_cat("cubin ", i, " is truncated"));
     cubins.push_back(std::make_shared<const std::string>(bytes.substr(pos, static_cast<std::size_t>(len))));
     pos += static_cast<std::size_t>(len);
   }
@@ -500,8 +501,8 @@ std::vector<DiskCache::RawEntry> parse_bundle(const std::string& bytes, const st
   for (std::uint64_t i = 0; i < entry_count; ++i) {
     DiskCache::RawEntry e;
     std::uint64_t index = 0;
-    if (!get_string(bytes, &pos, end, &e.key_text) || !get_string(bytes, &pos, end, &e.lowered_name) ||
-        end - pos < 8 || !get_le(bytes, &pos, &index))
+    if (!get_string(bytes, &pos, end, &e.key_text) || !get_string(bytes, &pos, end, &e.lowered_name) || end - pos < 8 ||
+        !get_le(bytes, &pos, &index))
       throw bad(str_cat("entry ", i, " is truncated"));
     if (index >= cubins.size()) throw bad(str_cat("entry ", i, " names cubin ", index, " of ", cubins.size()));
     if (e.key_text.empty() || e.lowered_name.empty()) throw bad(str_cat("entry ", i, " has an empty key or name"));

@@ -33,11 +33,11 @@ struct RuntimeOptions {
 using ProgressFn = std::function<void(std::size_t done, std::size_t total, const std::string& kernel)>;
 
 struct WarmResult {
-  std::size_t keys = 0;       // distinct bound keys asked for
-  std::size_t compiled = 0;   // compiled by NVRTC in this call
+  std::size_t keys = 0;      // distinct bound keys asked for
+  std::size_t compiled = 0;  // compiled by NVRTC in this call
   std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
   std::size_t failed = 0;
-  std::size_t programs = 0;   // NVRTC programs run
+  std::size_t programs = 0;           // NVRTC programs run
   std::vector<std::string> failures;  // one message per failed key (JitKey + NVRTC log)
 };
 

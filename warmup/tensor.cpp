@@ -8,8 +8,8 @@
 namespace warmkey {
 namespace {
 
-TensorMeta make_meta(DType dtype, std::span<const std::int64_t> sizes,
-                     std::span<const std::int64_t> strides, int align_offset) {
+TensorMeta make_meta(DType dtype, std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
+                     int align_offset) {
   if (sizes.size() > kMaxDims) throw InputError(str_cat("tensor: ", sizes.size(), " dims, at most ", kMaxDims));
   if (!strides.empty() && strides.size() != sizes.size())
     throw InputError(str_cat("tensor: ", sizes.size(), " sizes but ", strides.size(), " strides"));
@@ -75,8 +75,8 @@ Tensor Tensor::meta(DType dtype, std::span<const std::int64_t> sizes, int align_
   return t;
 }
 
-Tensor Tensor::meta_strided(DType dtype, std::span<const std::int64_t> sizes,
-                            std::span<const std::int64_t> strides, int align_offset) {
+Tensor Tensor::meta_strided(DType dtype, std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
+                            int align_offset) {
   Tensor t;
   t.meta_ = make_meta(dtype, sizes, strides, align_offset);
   return t;

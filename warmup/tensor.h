@@ -38,8 +38,8 @@ class Tensor {
   static Tensor meta(DType dtype, std::initializer_list<std::int64_t> sizes, int align_offset = 0);
   static Tensor meta(DType dtype, std::span<const std::int64_t> sizes, int align_offset = 0);
   // Meta tensor with explicit strides (elements).
-  static Tensor meta_strided(DType dtype, std::span<const std::int64_t> sizes,
-                             std::span<const std::int64_t> strides, int align_offset = 0);
+  static Tensor meta_strided(DType dtype, std::span<const std::int64_t> sizes, std::span<const std::int64_t> strides,
+                             int align_offset = 0);
   // Real tensor over existing storage (device pointer or host pointer), contiguous or strided.
   static Tensor view(DType dtype, void* data, std::span<const std::int64_t> sizes);
   static Tensor view(DType dtype, void* data, std::initializer_list<std::int64_t> sizes);

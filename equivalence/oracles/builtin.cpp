@@ -14,8 +14,7 @@ const std::vector<const Oracle*>& builtin_oracles() {
   static const CountExpertTokensOracle count_expert_tokens;
   static const MoeAlignOracle moe_align;
   static const MoeMulSumOracle moe_mul_sum;
-  static const std::vector<const Oracle*> all = {&dsv4_topk, &eplb_map, &count_expert_tokens, &moe_align,
-                                                 &moe_mul_sum};
+  static const std::vector<const Oracle*> all = {&dsv4_topk, &eplb_map, &count_expert_tokens, &moe_align, &moe_mul_sum};
   return all;
 }
 

@@ -13,10 +13,10 @@ struct MoeMulSumCase {
   std::int64_t num_tokens = 7;
   std::int64_t top_k = 6;
   std::int64_t hidden = 4096;
-  DType dtype = DType::bf16;      // x
-  DType out_dtype = DType::bf16;  // out
-  bool aligned = true;            // false: every tensor one element past a 16-byte boundary
-  std::optional<DType> ids_dtype;  // set: topk_ids (with -1 and out-of-range entries) and an expert map
+  DType dtype = DType::bf16;            // x
+  DType out_dtype = DType::bf16;        // out
+  bool aligned = true;                  // false: every tensor one element past a 16-byte boundary
+  std::optional<DType> ids_dtype;       // set: topk_ids (with -1 and out-of-range entries) and an expert map
   std::int64_t num_experts = 256;       // the map's length (global experts)
   std::int64_t num_local_experts = 32;  // experts the map makes local, chosen at random
   std::uint64_t seed = 1;

@@ -12,9 +12,12 @@ void fill_expert_ids(CaseRng& rng, HostTensor& ids, std::int64_t num_experts) {
   for (std::int64_t i = 0; i < ids.numel(); ++i) {
     const double r = rng.uniform(0, 1);
     std::int64_t id;
-    if (r < 0.10) id = -1;
-    else if (r < 0.12) id = num_experts + rng.uniform_int(0, 7);
-    else id = rng.uniform_int(0, num_experts - 1);
+    if (r < 0.10)
+      id = -1;
+    else if (r < 0.12)
+      id = num_experts + rng.uniform_int(0, 7);
+    else
+      id = rng.uniform_int(0, num_experts - 1);
     ids.set_int(i, id);
   }
 }
@@ -24,7 +27,8 @@ HostTensor random_expert_map(CaseRng& rng, std::int64_t num_experts, std::int64_
     throw Error(str_cat("expert map: ", num_local, " local experts out of ", num_experts));
   std::vector<std::int64_t> order(static_cast<std::size_t>(num_experts));
   std::iota(order.begin(), order.end(), 0);
-  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<std::size_t>(rng.uniform_int(0, i - 1))]);
+  for (std::size_t i = order.size(); i > 1; --i)
+    std::swap(order[i - 1], order[static_cast<std::size_t>(rng.uniform_int(0, i - 1))]);
   HostTensor map = HostTensor::zeros("expert_map", DType::i32, {num_experts}, align_offset);
   for (std::int64_t e = 0; e < num_experts; ++e) map.set_int(e, -1);
   for (std::int64_t local = 0; local < num_local; ++local) map.set_int(order[static_cast<std::size_t>(local)], local);

@@ -32,8 +32,8 @@ void dim_is(std::string_view kernel, std::string_view field, const Tensor& t, in
               ") differs from ", what, " = ", expected);
 }
 
-void dim_in(std::string_view kernel, std::string_view field, const Tensor& t, int dim, std::int64_t lo,
-            std::int64_t hi, std::string_view why) {
+void dim_in(std::string_view kernel, std::string_view field, const Tensor& t, int dim, std::int64_t lo, std::int64_t hi,
+            std::string_view why) {
   const std::int64_t s = t.size(dim);
   check_input(s >= lo && s <= hi, kernel, field, "size ", s, " in dim ", dim, " (", t.meta(), ") is outside [", lo,
               ", ", hi, "]: ", why);

@@ -23,8 +23,8 @@ void element_aligned(std::string_view kernel, std::string_view field, const Tens
 void dim_is(std::string_view kernel, std::string_view field, const Tensor& t, int dim, std::int64_t expected,
             std::string_view what);
 // lo <= t.size(dim) <= hi; `why` says what the bounds protect.
-void dim_in(std::string_view kernel, std::string_view field, const Tensor& t, int dim, std::int64_t lo,
-            std::int64_t hi, std::string_view why);
+void dim_in(std::string_view kernel, std::string_view field, const Tensor& t, int dim, std::int64_t lo, std::int64_t hi,
+            std::string_view why);
 // rank, contiguity and element alignment at once: the common case.
 void dense(std::string_view kernel, std::string_view field, const Tensor& t, int ndim);
 

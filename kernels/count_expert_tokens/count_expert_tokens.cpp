@@ -140,8 +140,8 @@ LaunchSpec CountExpertTokens::launch_spec(const Args& a) const {
 }
 
 std::string CountExpertTokens::describe(const Args& a) const {
-  return str_cat("topk_ids=", a.topk_ids.meta(), " expert_map=", a.expert_map ? a.expert_map->meta().to_string() : "none",
-                 " counts=", a.counts.meta());
+  return str_cat("topk_ids=", a.topk_ids.meta(),
+                 " expert_map=", a.expert_map ? a.expert_map->meta().to_string() : "none", " counts=", a.counts.meta());
 }
 
 }  // namespace warmkey

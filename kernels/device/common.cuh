@@ -80,9 +80,12 @@ template <class T>
 __device__ __forceinline__ T from_bits(unsigned long long b) {
   if constexpr (sizeof(T) == 2) {
     const unsigned short u = static_cast<unsigned short>(b);
-    if constexpr (kSame<T, __half>) return __ushort_as_half(u);
-    else if constexpr (kSame<T, __nv_bfloat16>) return __ushort_as_bfloat16(u);
-    else return static_cast<T>(u);
+    if constexpr (kSame<T, __half>)
+      return __ushort_as_half(u);
+    else if constexpr (kSame<T, __nv_bfloat16>)
+      return __ushort_as_bfloat16(u);
+    else
+      return static_cast<T>(u);
   } else if constexpr (kSame<T, float>) {
     return __uint_as_float(static_cast<unsigned int>(b));
   } else {
@@ -97,9 +100,12 @@ inline constexpr int kWords = static_cast<int>(N * sizeof(T)) / 4;
 // Element i of a run held in words.
 template <class T, int N>
 __device__ __forceinline__ T element(const unsigned (&w)[kWords<T, N>], int i) {
-  if constexpr (sizeof(T) == 2) return from_bits<T>(w[i / 2] >> (16 * (i % 2)));
-  else if constexpr (sizeof(T) == 4) return from_bits<T>(w[i]);
-  else return from_bits<T>(w[2 * i] | (static_cast<unsigned long long>(w[2 * i + 1]) << 32));
+  if constexpr (sizeof(T) == 2)
+    return from_bits<T>(w[i / 2] >> (16 * (i % 2)));
+  else if constexpr (sizeof(T) == 4)
+    return from_bits<T>(w[i]);
+  else
+    return from_bits<T>(w[2 * i] | (static_cast<unsigned long long>(w[2 * i + 1]) << 32));
 }
 
 // Reads kW words at p (aligned to the widest access the run allows). Streaming (evict-first) or
@@ -131,7 +137,8 @@ template <int kW>
 __device__ __forceinline__ void store_words(void* p, const unsigned (&w)[kW]) {
   int i = 0;
 #pragma unroll
-  for (; i + 4 <= kW; i += 4) __stwb(reinterpret_cast<uint4*>(p) + i / 4, make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]));
+  for (; i + 4 <= kW; i += 4)
+    __stwb(reinterpret_cast<uint4*>(p) + i / 4, make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]));
   if constexpr (kW % 4 >= 2) {
     __stwb(reinterpret_cast<uint2*>(static_cast<unsigned*>(p) + i), make_uint2(w[i], w[i + 1]));
     i += 2;

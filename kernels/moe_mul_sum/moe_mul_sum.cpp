@@ -11,10 +11,10 @@ namespace warmkey {
 namespace {
 
 constexpr std::string_view kName = "moe_mul_sum";
-constexpr std::int64_t kMaxTopK = 64;                // slots live in registers
-constexpr std::int64_t kMaxHidden = std::int64_t{1} << 20;  // keeps grid.y far below 65535
+constexpr std::int64_t kMaxTopK = 64;                                          // slots live in registers
+constexpr std::int64_t kMaxHidden = std::int64_t{1} << 20;                     // keeps grid.y far below 65535
 constexpr std::int64_t kMaxTokens = std::numeric_limits<std::int32_t>::max();  // grid.x limit
-constexpr std::int64_t kWarmupMapExperts = 16;       // any size works: num_experts is not specialised
+constexpr std::int64_t kWarmupMapExperts = 16;  // any size works: num_experts is not specialised
 constexpr std::initializer_list<DType> kValueDTypes = {DType::f32, DType::f16, DType::bf16};
 
 std::int64_t vec_of(DType d) { return 16 / dtype_size(d); }
@@ -58,14 +58,13 @@ const KernelDef& MoeMulSum::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{
-      std::string(kName),
-      "moe_mul_sum/moe_mul_sum.cuh",
-      "moe_mul_sum_kernel",
-      {{"TOP_K"}, {"BLOCK_M"}, {"BLOCK_K"}},
-      {in("x"), in("weights", kNoSpec), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out"),
-       integer("num_tokens"), integer("hidden"), integer("num_experts", kNoSpec)},
-      &kernel_sources()};
+  static const KernelDef def{std::string(kName),
+                             "moe_mul_sum/moe_mul_sum.cuh",
+                             "moe_mul_sum_kernel",
+                             {{"TOP_K"}, {"BLOCK_M"}, {"BLOCK_K"}},
+                             {in("x"), in("weights", kNoSpec), in("topk_ids", kNoSpec), in("expert_map", kNoSpec),
+                              out("out"), integer("num_tokens"), integer("hidden"), integer("num_experts", kNoSpec)},
+                             &kernel_sources()};
   return def;
 }
 

@@ -165,8 +165,8 @@ TEST(ScalarRule, boolsAndFloatsAreTypeOnly) {
 TEST(ConstexprRule, exactValueOfEachConstexprIsInTheKey) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::f32, {64});
-  for (std::int64_t v : {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, std::int64_t{128},
-                         std::int64_t{1} << 40}) {
+  for (std::int64_t v :
+       {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, std::int64_t{128}, std::int64_t{1} << 40}) {
     LaunchSpec a, b;
     a.constant(v).ptr(x).integer(5);
     b.constant(v + 1).ptr(x).integer(5);

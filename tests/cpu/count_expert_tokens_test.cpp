@@ -73,7 +73,8 @@ TEST(CountExpertTokensOracle, casesAreNeverAllZeroAndReplayFromDisk) {
   p.seed = test::test_seed();
   const NumericCase c = CountExpertTokensOracle::make_case(p);
   std::int64_t counted = 0;
-  for (std::int64_t e = 0; e < c.expected_output("counts").numel(); ++e) counted += c.expected_output("counts").get_int(e);
+  for (std::int64_t e = 0; e < c.expected_output("counts").numel(); ++e)
+    counted += c.expected_output("counts").get_int(e);
   EXPECT_GT(counted, 0);
   ASSERT_TRUE(compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
 
@@ -113,12 +114,24 @@ TEST(CountExpertTokensValidation, errorsNameKernelFieldAndValue) {
   const std::int64_t sizes[] = {7, 6};
   const std::int64_t strides[] = {1, 7};
   const std::vector<Bad> cases = {
-      {"ids dtype", [](auto& a) { a.topk_ids = Tensor::meta(DType::f32, {7, 6}); }, "topk_ids", "f32"},
+      {"ids dtype",
+       [](auto& a) {
+         a.topk_ids = Tensor::meta(DType::f32, {7, 6});
+       },
+       "topk_ids", "f32"},
       {"ids strided", [&](auto& a) { a.topk_ids = Tensor::meta_strided(DType::i32, sizes, strides); }, "topk_ids",
        "contiguous"},
-      {"ids torn", [](auto& a) { a.topk_ids = Tensor::meta(DType::i64, {7, 6}, 4); }, "topk_ids", "offset 4"},
+      {"ids torn",
+       [](auto& a) {
+         a.topk_ids = Tensor::meta(DType::i64, {7, 6}, 4);
+       },
+       "topk_ids", "offset 4"},
       {"map dtype", [](auto& a) { a.expert_map = Tensor::meta(DType::i64, {256}); }, "expert_map", "i64"},
-      {"map rank", [](auto& a) { a.expert_map = Tensor::meta(DType::i32, {16, 16}); }, "expert_map", "2 dimensions"},
+      {"map rank",
+       [](auto& a) {
+         a.expert_map = Tensor::meta(DType::i32, {16, 16});
+       },
+       "expert_map", "2 dimensions"},
       {"counts dtype", [](auto& a) { a.counts = Tensor::meta(DType::i64, {32}); }, "counts", "i64"},
       {"counts empty", [](auto& a) { a.counts = Tensor::meta(DType::i32, {0}); }, "counts", "size 0"},
       {"counts too long", [](auto& a) { a.counts = Tensor::meta(DType::i32, {kMaxLocalExperts + 1}); }, "counts",

@@ -11,9 +11,9 @@ namespace {
 
 TEST(HostDtype, bf16RoundsToNearestEven) {
   EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3f80);
-  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1.0p-8f), 0x3f80);   // tie -> even
-  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x3.0p-8f), 0x3f82);   // tie -> even (up)
-  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1.8p-8f), 0x3f81);   // above the tie
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1.0p-8f), 0x3f80);  // tie -> even
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x3.0p-8f), 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1.8p-8f), 0x3f81);  // above the tie
   EXPECT_EQ(float_to_bf16_bits(-2.0f), 0xc000);
   EXPECT_EQ(float_to_bf16_bits(std::numeric_limits<float>::max()), 0x7f80);  // rounds to inf
   EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(std::nanf("")))));
@@ -23,14 +23,14 @@ TEST(HostDtype, f16RoundsToNearestEvenWithSubnormalsAndOverflow) {
   EXPECT_EQ(float_to_f16_bits(1.0f), 0x3c00);
   EXPECT_EQ(float_to_f16_bits(65504.0f), 0x7bff);
   EXPECT_EQ(float_to_f16_bits(65519.0f), 0x7bff);
-  EXPECT_EQ(float_to_f16_bits(65520.0f), 0x7c00);            // tie above the largest -> inf
-  EXPECT_EQ(float_to_f16_bits(0x1.0p-24f), 0x0001);          // smallest subnormal
-  EXPECT_EQ(float_to_f16_bits(0x1.0p-25f), 0x0000);          // tie -> even (zero)
-  EXPECT_EQ(float_to_f16_bits(0x3.0p-25f), 0x0002);          // tie -> even (up)
-  EXPECT_EQ(float_to_f16_bits(0x1.ff8p-15f), 0x03ff);        // the largest subnormal
-  EXPECT_EQ(float_to_f16_bits(0x1.ffcp-15f), 0x0400);        // tie -> even: the smallest normal
+  EXPECT_EQ(float_to_f16_bits(65520.0f), 0x7c00);      // tie above the largest -> inf
+  EXPECT_EQ(float_to_f16_bits(0x1.0p-24f), 0x0001);    // smallest subnormal
+  EXPECT_EQ(float_to_f16_bits(0x1.0p-25f), 0x0000);    // tie -> even (zero)
+  EXPECT_EQ(float_to_f16_bits(0x3.0p-25f), 0x0002);    // tie -> even (up)
+  EXPECT_EQ(float_to_f16_bits(0x1.ff8p-15f), 0x03ff);  // the largest subnormal
+  EXPECT_EQ(float_to_f16_bits(0x1.ffcp-15f), 0x0400);  // tie -> even: the smallest normal
   EXPECT_EQ(float_to_f16_bits(-0.0f), 0x8000);
-  EXPECT_EQ(float_to_f16_bits(1.0f + 0x1.0p-11f), 0x3c00);   // tie -> even
+  EXPECT_EQ(float_to_f16_bits(1.0f + 0x1.0p-11f), 0x3c00);  // tie -> even
   EXPECT_EQ(float_to_f16_bits(1.0f + 0x3.0p-11f), 0x3c02);
   EXPECT_EQ(f16_bits_to_float(0x7c00), std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(f16_bits_to_float(float_to_f16_bits(std::nanf("")))));

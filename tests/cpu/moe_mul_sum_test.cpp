@@ -25,8 +25,8 @@ const MoeMulSum kKernel;
 
 // ---- reference ---------------------------------------------------------------------------------
 
-RowMatrixXf run_reference(const RowMatrixXf& x, const RowMatrixXf& w, DType out_dtype,
-                          const IndexVector* ids = nullptr, const Eigen::VectorXi* map = nullptr) {
+RowMatrixXf run_reference(const RowMatrixXf& x, const RowMatrixXf& w, DType out_dtype, const IndexVector* ids = nullptr,
+                          const Eigen::VectorXi* map = nullptr) {
   std::optional<Eigen::Ref<const IndexVector>> ids_ref;
   reference::OptionalExpertMap map_ref;
   if (ids) ids_ref.emplace(*ids), map_ref.emplace(*map);
@@ -61,7 +61,7 @@ TEST(MoeMulSumReference, expertMapSkipsNegativeOutOfRangeAndUnmappedSlots) {
 }
 
 TEST(MoeMulSumReference, roundsOnceToTheOutputDtypeNearestEven) {
-  RowMatrixXf x(1, 2);  // T = 1, K = 1
+  RowMatrixXf x(1, 2);                      // T = 1, K = 1
   x << 1.0f + 0x1.0p-8f, 1.0f + 0x3.0p-8f;  // bf16 ties: to 1.0 (even) and to 1 + 2^-6 (even)
   RowMatrixXf w(1, 1);
   w << 1;
@@ -114,20 +114,59 @@ TEST(MoeMulSumValidation, errorsNameKernelFieldAndValue) {
   const std::int64_t strided_sizes[] = {7, 64};
   const std::int64_t strided_strides[] = {128, 1};
   const std::vector<BadInput> cases = {
-      {"x dtype", [](auto& a) { a.x = Tensor::meta(DType::i32, {7, 6, 64}); }, "x", "i32"},
-      {"x rank", [](auto& a) { a.x = Tensor::meta(DType::bf16, {7, 64}); }, "x", "2 dimensions"},
-      {"x empty hidden", [](auto& a) { a.x = Tensor::meta(DType::bf16, {7, 6, 0}); }, "x", "size 0"},
+      {"x dtype",
+       [](auto& a) {
+         a.x = Tensor::meta(DType::i32, {7, 6, 64});
+       },
+       "x", "i32"},
+      {"x rank",
+       [](auto& a) {
+         a.x = Tensor::meta(DType::bf16, {7, 64});
+       },
+       "x", "2 dimensions"},
+      {"x empty hidden",
+       [](auto& a) {
+         a.x = Tensor::meta(DType::bf16, {7, 6, 0});
+       },
+       "x", "size 0"},
       {"x too many slots", [&](auto& a) { a.x = Tensor::meta(DType::bf16, sizes65); }, "x", "size 65"},
-      {"x torn element", [](auto& a) { a.x = Tensor::meta(DType::bf16, {7, 6, 64}, 1); }, "x", "offset 1"},
-      {"weights dtype", [](auto& a) { a.weights = Tensor::meta(DType::bf16, {7, 6}); }, "weights", "bf16"},
-      {"weights slots", [](auto& a) { a.weights = Tensor::meta(DType::f32, {7, 5}); }, "weights", "size 5"},
-      {"weights tokens", [](auto& a) { a.weights = Tensor::meta(DType::f32, {8, 6}); }, "weights", "size 8"},
-      {"out hidden", [](auto& a) { a.out = Tensor::meta(DType::bf16, {7, 63}); }, "out", "size 63"},
-      {"out dtype", [](auto& a) { a.out = Tensor::meta(DType::f8e4m3, {7, 64}); }, "out", "f8e4m3"},
-      {"out strided",
-       [&](auto& a) { a.out = Tensor::meta_strided(DType::bf16, strided_sizes, strided_strides); },
+      {"x torn element",
+       [](auto& a) {
+         a.x = Tensor::meta(DType::bf16, {7, 6, 64}, 1);
+       },
+       "x", "offset 1"},
+      {"weights dtype",
+       [](auto& a) {
+         a.weights = Tensor::meta(DType::bf16, {7, 6});
+       },
+       "weights", "bf16"},
+      {"weights slots",
+       [](auto& a) {
+         a.weights = Tensor::meta(DType::f32, {7, 5});
+       },
+       "weights", "size 5"},
+      {"weights tokens",
+       [](auto& a) {
+         a.weights = Tensor::meta(DType::f32, {8, 6});
+       },
+       "weights", "size 8"},
+      {"out hidden",
+       [](auto& a) {
+         a.out = Tensor::meta(DType::bf16, {7, 63});
+       },
+       "out", "size 63"},
+      {"out dtype",
+       [](auto& a) {
+         a.out = Tensor::meta(DType::f8e4m3, {7, 64});
+       },
+       "out", "f8e4m3"},
+      {"out strided", [&](auto& a) { a.out = Tensor::meta_strided(DType::bf16, strided_sizes, strided_strides); },
        "out", "contiguous"},
-      {"ids without map", [](auto& a) { a.topk_ids = Tensor::meta(DType::i32, {7, 6}); }, "expert_map", "missing"},
+      {"ids without map",
+       [](auto& a) {
+         a.topk_ids = Tensor::meta(DType::i32, {7, 6});
+       },
+       "expert_map", "missing"},
       {"map without ids", [](auto& a) { a.expert_map = Tensor::meta(DType::i32, {256}); }, "topk_ids", "missing"},
       {"ids dtype",
        [](auto& a) {

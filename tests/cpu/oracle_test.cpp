@@ -18,8 +18,10 @@ NumericCase one_output_case(DType d, std::vector<float> want, Tolerance tol) {
   c.label = "unit";
   HostTensor t = HostTensor::zeros("out", d, {static_cast<std::int64_t>(want.size())});
   for (std::size_t i = 0; i < want.size(); ++i) {
-    if (dtype_is_float(d)) t.set_float(static_cast<std::int64_t>(i), want[i]);
-    else t.set_int(static_cast<std::int64_t>(i), static_cast<std::int64_t>(want[i]));
+    if (dtype_is_float(d))
+      t.set_float(static_cast<std::int64_t>(i), want[i]);
+    else
+      t.set_int(static_cast<std::int64_t>(i), static_cast<std::int64_t>(want[i]));
   }
   c.expected.push_back(t);
   c.tolerances["out"] = tol;

@@ -34,7 +34,8 @@ std::vector<MoeMulSumCase> all_cases() {
   for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
     for (Pair d : same) {
       for (bool aligned : {true, false}) {
-        for (std::optional<DType> ids : {std::optional<DType>{}, std::optional<DType>{DType::i32}}) add(t, 4096, d, aligned, ids);
+        for (std::optional<DType> ids : {std::optional<DType>{}, std::optional<DType>{DType::i32}})
+          add(t, 4096, d, aligned, ids);
       }
     }
   }

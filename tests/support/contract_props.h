@@ -32,8 +32,8 @@ std::vector<std::string> check_round_trip(const K& kernel, const ModelConfig& co
       kernel.validate(args);
       const CompileKey back = kernel.dispatch(args);
       if (!(back == key))
-        problems.push_back(str_cat(key, " -> ", kernel.describe(args), " dispatches to ", back, ":\n",
-                                   join_lines(diff(key, back))));
+        problems.push_back(
+            str_cat(key, " -> ", kernel.describe(args), " dispatches to ", back, ":\n", join_lines(diff(key, back))));
     } catch (const std::exception& e) {
       problems.push_back(str_cat(key, ": ", e.what()));
     }
@@ -63,7 +63,8 @@ void assert_dispatch_warmed(const K& kernel, const ModelConfig& config, const ty
   const CompileKey key = kernel.dispatch(args);
   const std::vector<CompileKey> keys = kernel.warmup_keys(config);
   const bool warmed = std::find(keys.begin(), keys.end(), key) != keys.end();
-  if (!warmed) RC_LOG() << kernel.describe(args) << " dispatches to " << key << ", which " << config.name << " does not warm";
+  if (!warmed)
+    RC_LOG() << kernel.describe(args) << " dispatches to " << key << ", which " << config.name << " does not warm";
   RC_ASSERT(warmed);
 }
 

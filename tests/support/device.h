@@ -11,10 +11,10 @@
 
 // Skips the current test, with the device's unavailable_reason, when no GPU is usable: a GPU test
 // without a device reports a skip, never a pass.
-#define WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE()                                                    \
-  do {                                                                                           \
-    if (!::warmkey::Device::instance().available())                                              \
-      GTEST_SKIP() << "no usable GPU: " << ::warmkey::Device::instance().unavailable_reason();    \
+#define WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE()                                                  \
+  do {                                                                                         \
+    if (!::warmkey::Device::instance().available())                                            \
+      GTEST_SKIP() << "no usable GPU: " << ::warmkey::Device::instance().unavailable_reason(); \
   } while (0)
 
 namespace warmkey::test {

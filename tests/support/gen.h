@@ -18,15 +18,16 @@ namespace warmkey::test {
 inline rc::Gen<ModelConfig> gen_config() {
   return rc::gen::exec([] {
     ModelConfig c = load_config(*rc::gen::elementOf(embedded_config_names()).as("config"));
-    if (*rc::gen::arbitrary<bool>()) c.act_dtype = *rc::gen::element(DType::bf16, DType::f16, DType::f32).as("act_dtype");
+    if (*rc::gen::arbitrary<bool>())
+      c.act_dtype = *rc::gen::element(DType::bf16, DType::f16, DType::f32).as("act_dtype");
     if (*rc::gen::arbitrary<bool>()) {
       const std::int64_t ep = *rc::gen::element<std::int64_t>(1, 2, 4, 8).as("ep_size");
       if (c.num_physical_experts() % ep == 0) c.ep_size = ep;
     }
     if (*rc::gen::arbitrary<bool>()) {
-      auto dtypes = *rc::gen::nonEmpty(rc::gen::container<std::set<DType>>(
-                                           rc::gen::element(DType::i32, DType::u32, DType::i64)))
-                         .as("index_dtypes");
+      auto dtypes =
+          *rc::gen::nonEmpty(rc::gen::container<std::set<DType>>(rc::gen::element(DType::i32, DType::u32, DType::i64)))
+               .as("index_dtypes");
       if (!c.has_backend("megamoe") || dtypes.count(DType::i64)) c.index_dtypes.assign(dtypes.begin(), dtypes.end());
     }
     if (*rc::gen::arbitrary<bool>()) {

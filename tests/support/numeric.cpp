@@ -1,11 +1,11 @@
 // Test-side numerics: seeds, temporary folders, output comparison with .npy dumps.
 #include "tests/support/numeric.h"
 
+#include <unistd.h>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
 
 namespace warmkey::test {
 
@@ -50,7 +50,8 @@ std::filesystem::path failure_dir(const NumericCase& c) {
   } catch (const std::exception& e) {
     dumped = std::string("could not write the case: ") + e.what();
   }
-  return ::testing::AssertionFailure() << c.title() << "\n" << report.text() << dumped
+  return ::testing::AssertionFailure() << c.title() << "\n"
+                                       << report.text() << dumped
                                        << "\nreproduce with WARMKEY_TEST_SEED set to the test's seed";
 }
 
