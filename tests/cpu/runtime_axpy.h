@@ -133,7 +133,7 @@ inline BoundKey key(std::int64_t n, std::int64_t scale = 2, const KernelDef& def
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "warmkey-h1-XXXXXX").string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "warmkey-test-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = tmpl;
   }
