@@ -2,6 +2,8 @@
 // per-kernel tests call from gtest and RapidCheck; each failure names the keys and their diff.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <rapidcheck.h>
 
 #include <algorithm>
@@ -55,6 +57,20 @@ void assert_key_sufficient(const K& kernel, const typename K::Args& args) {
              << join_lines(diff(make_jit_key(runtime_bound, target), make_jit_key(warm_bound, target)));
   }
   RC_ASSERT(runtime_bound == warm_bound);
+}
+
+// validate(args) rejects args with an InputError naming the kernel, `field` and `value`.
+template <class K>
+void expect_rejected(const K& kernel, const typename K::Args& args, std::string_view field, std::string_view value) {
+  try {
+    kernel.validate(args);
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(str_cat("kernel '", kernel.name(), "'")), std::string::npos) << msg;
+    EXPECT_NE(msg.find(str_cat("field '", field, "'")), std::string::npos) << msg;
+    EXPECT_NE(msg.find(value), std::string::npos) << msg;
+  }
 }
 
 // P4: dispatch(args) is one of warmup_keys(config).
