@@ -83,14 +83,18 @@ struct Layout {
   static __device__ __forceinline__ int expert(int i, int lane) {
     return (i / kGroup) * (32 * kGroup) + lane * kGroup + i % kGroup;
   }
+  // Where expert e sits in a warp's slot-major staging array ([slot][lane]).
+  static __device__ __forceinline__ int staged(int e) {
+    return ((e / (32 * kGroup)) * kGroup + e % kGroup) * 32 + (e % (32 * kGroup)) / kGroup;
+  }
 };
 
-// One warp's candidates: every candidate's id, the first 32 also with their logit and bias.
+// One warp's shared memory: the row, slot-major (x[i * 32 + lane] is slot i of the lane), and
+// the hi keys of pass 1, overwritten in place by the compacted candidate ids of pass 2.
 template <int kExperts>
-struct Candidates {
-  int id[32 * Layout<kExperts>::kSlots];
-  float x[32];
-  float bias[32];
+struct RowSmem {
+  float x[32 * Layout<kExperts>::kSlots];
+  unsigned key[32 * Layout<kExperts>::kSlots];
 };
 
 // A row's outcome for the calling lane: lanes r < K hold pick r's id and unscaled weight (its
@@ -102,10 +106,11 @@ struct Pick {
   bool f64;
 };
 
-// The float64 ranking of the reference over the `count` candidate ids (shared memory; taken ones
-// are overwritten with -1). Lane r < K gets pick r.
+// The float64 ranking of the reference over the `count` candidate ids (taken ones are overwritten
+// with -1). Lane r < K gets pick r.
 template <int kExperts, int kTopK>
-__device__ __noinline__ Pick rank_candidates_f64(const float* row, const float* sel_bias, int* ids, int count) {
+__device__ __noinline__ Pick rank_candidates_f64(const float* xs, const float* sel_bias, int* ids, int count) {
+  using L = Layout<kExperts>;
   const int lane = wk::lane_id();
   Pick p{-1, 0.0f, 0.0, true};
 #pragma unroll 1
@@ -116,7 +121,7 @@ __device__ __noinline__ Pick rank_candidates_f64(const float* row, const float* 
     for (int j = lane; j < count; j += 32) {
       const int e = ids[j];
       if (e < 0) continue;
-      const double s = score_d(__ldg(row + e));
+      const double s = score_d(xs[L::staged(e)]);
       double v = s + static_cast<double>(__ldg(sel_bias + e));
       v = v != v ? static_cast<double>(kNanSelection) : v;
       if (wk::beats(v, e, bv, bi)) bv = v, bi = e, bs = s, bj = j;
@@ -132,27 +137,28 @@ __device__ __noinline__ Pick rank_candidates_f64(const float* row, const float* 
   return p;
 }
 
-// Ranks a loaded row (x: the lane's slots) in float32 through the filter, or in float64 (NOTES).
+// Ranks a row staged in shared memory in float32 through the filter, or in float64 (NOTES).
 template <int kExperts, int kTopK>
-__device__ __forceinline__ Pick rank_row(const float (&x)[Layout<kExperts>::kSlots], const float* row,
-                                         const float* sel_bias, Candidates<kExperts>& cand) {
+__device__ __forceinline__ Pick rank_row(const float* sel_bias, RowSmem<kExperts>& sm) {
   using L = Layout<kExperts>;
   constexpr int kRounds = kTopK + 1;
   const int lane = wk::lane_id();
-  float b[L::kSlots], hi[L::kSlots];
+
+  // Pass 1: estimates, hi keys (0: no expert), lane maxima of lo, the bracket of mag.
   unsigned lane_max = 0;
   float mag_lo = 0.0f, mag_hi = 0.0f;
-#pragma unroll
+#pragma unroll 1
   for (int i = 0; i < L::kSlots; ++i) {
     const int e = L::expert(i, lane);
-    b[i] = e < kExperts ? __ldg(sel_bias + e) : 0.0f;
-    const bool finite = fabsf(x[i]) <= 3.4e38f;
-    const float s = score_estimate(x[i], finite);
-    const float m = s + fabsf(b[i]);  // NaN when the score or the bias is: fmaxf ignores it, as mag does
-    const float d = finite && fabsf(b[i]) <= 3.4e38f ? 1e-3f * (1.0f + m) : 0.0f;
-    float v = s + b[i];
+    const float x = sm.x[i * 32 + lane];
+    const float b = e < kExperts ? __ldg(sel_bias + e) : 0.0f;
+    const bool finite = fabsf(x) <= 3.4e38f;
+    const float s = score_estimate(x, finite);
+    const float m = s + fabsf(b);  // NaN when the score or the bias is: fmaxf ignores it, as mag does
+    const float d = finite && fabsf(b) <= 3.4e38f ? 1e-3f * (1.0f + m) : 0.0f;
+    float v = s + b;
     v = v != v ? kNanSelection : v;
-    hi[i] = e < kExperts ? v + d : wk::neg_inf_f();
+    sm.key[i * 32 + lane] = e < kExperts ? order_key(v + d) : 0u;
     if (e < kExperts) {
       lane_max = max(lane_max, order_key(v - d));
       mag_lo = fmaxf(mag_lo, m - d);
@@ -172,29 +178,27 @@ __device__ __forceinline__ Pick rank_row(const float (&x)[Layout<kExperts>::kSlo
     cut = m;
   }
 
+  // Pass 2: compact the candidate ids in place (position at < 32 (i + 1): slots already read).
+  int* ids = reinterpret_cast<int*>(sm.key);
   int count = 0;
-#pragma unroll
+#pragma unroll 1
   for (int i = 0; i < L::kSlots; ++i) {
-    const int e = L::expert(i, lane);
-    const bool c = e < kExperts && order_key(hi[i]) >= cut;
+    const unsigned k = sm.key[i * 32 + lane];
+    const bool c = k != 0 && k >= cut;
     const unsigned bal = __ballot_sync(wk::kFullMask, c);
-    const int at = count + __popc(bal & wk::lanemask_lt());
-    if (c) {
-      cand.id[at] = e;
-      if (at < 32) cand.x[at] = x[i], cand.bias[at] = b[i];
-    }
+    if (c) ids[count + __popc(bal & wk::lanemask_lt())] = L::expert(i, lane);
     count += __popc(bal);
   }
   __syncwarp();
-  if (count > 32) return rank_candidates_f64<kExperts, kTopK>(row, sel_bias, cand.id, count);
+  if (count > 32) return rank_candidates_f64<kExperts, kTopK>(sm.x, sel_bias, ids, count);
 
   int id = 0x7fffffff;
   float s = 0.0f;
   unsigned key = 0;
   if (lane < count) {
-    id = cand.id[lane];
-    s = score_f(cand.x[lane]);
-    const float v = s + cand.bias[lane];
+    id = ids[lane];
+    s = score_f(sm.x[L::staged(id)]);
+    const float v = s + __ldg(sel_bias + id);
     key = order_key(v != v ? kNanSelection : v);
   }
   // mag_lo, mag_hi >= 0 (a NaN never wins fmaxf against 0): their bits order like their values.
@@ -220,7 +224,7 @@ __device__ __forceinline__ Pick rank_row(const float (&x)[Layout<kExperts>::kSlo
     if (win) key = 0;
   }
   // Not separated, or the answer depends on the exact mag: float64.
-  if (!(sep_lo && sep_hi)) return rank_candidates_f64<kExperts, kTopK>(row, sel_bias, cand.id, count);
+  if (!(sep_lo && sep_hi)) return rank_candidates_f64<kExperts, kTopK>(sm.x, sel_bias, ids, count);
   return p;
 }
 
@@ -269,7 +273,7 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
   static_assert(kTopK >= 1 && kTopK <= 32 && kTopK <= kExperts, "dsv4_topk: 1 <= K <= min(E, 32)");
   static_assert(kHasBias || kHasHash, "dsv4_topk: the correction bias is required without hash routing");
 
-  __shared__ Candidates<kExperts> cand_smem[DSV4_TOPK_ROWS_PER_BLOCK];
+  __shared__ RowSmem<kExperts> row_smem[DSV4_TOPK_ROWS_PER_BLOCK];
   wk::pdl_wait<kPdl>();
   const int lane = wk::lane_id();
   const long long t = static_cast<long long>(blockIdx.x) * DSV4_TOPK_ROWS_PER_BLOCK + threadIdx.x / 32;
@@ -319,8 +323,9 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
     if (image) sel_bias = bias_vl;
   }
 
-  // Load the row: 16-byte loads when the row start is aligned (base aligned, stride % 4 == 0).
-  float x[L::kSlots];
+  // Stage the row in shared memory, slot-major: 16-byte loads when the row start is aligned (base
+  // aligned, stride % 4 == 0).
+  RowSmem<kExperts>& sm = row_smem[threadIdx.x / 32];
   bool vec = false;
   if constexpr (L::kGroup == 4 && S::logits_aligned && kExperts % 4 == 0) vec = (logits_stride % 4) == 0;
   if (vec) {
@@ -329,21 +334,22 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
       const int e = L::expert(4 * j, lane);
       float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (e < kExperts) q = __ldcs(reinterpret_cast<const float4*>(row + e));
-      x[4 * j] = q.x;
-      x[4 * j + 1] = q.y;
-      x[4 * j + 2] = q.z;
-      x[4 * j + 3] = q.w;
+      sm.x[(4 * j) * 32 + lane] = q.x;
+      sm.x[(4 * j + 1) * 32 + lane] = q.y;
+      sm.x[(4 * j + 2) * 32 + lane] = q.z;
+      sm.x[(4 * j + 3) * 32 + lane] = q.w;
     }
   } else {
 #pragma unroll
     for (int i = 0; i < L::kSlots; ++i) {
       const int e = L::expert(i, lane);
-      x[i] = e < kExperts ? __ldcs(row + e) : 0.0f;
+      sm.x[i * 32 + lane] = e < kExperts ? __ldcs(row + e) : 0.0f;
     }
   }
   wk::pdl_launch_dependents<kPdl>();
+  __syncwarp();
 
-  const Pick p = rank_row<kExperts, kTopK>(x, row, sel_bias, cand_smem[threadIdx.x / 32]);
+  const Pick p = rank_row<kExperts, kTopK>(sel_bias, sm);
   if (p.f64)
     finish_row<S>(p.wd, p.id, t, scale, weights, ids);
   else
