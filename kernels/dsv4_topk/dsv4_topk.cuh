@@ -33,6 +33,12 @@
 //   bracketed with the same slack and the gaps are tested against both ends' thresholds; when
 //   the answers differ (a gap within about 1e-8 of the threshold), and when more than 32
 //   experts are candidates (exact ties, clusters), the row is ranked in float64 directly.
+// - The row is staged in shared memory, slot-major (16-byte loads when aligned), and the filter's
+//   two passes over the slots are rolled loops: pass 1 writes each slot's hi key next to it, pass
+//   2 compacts the candidate ids over those keys in place. Rolling makes every key about 28 %
+//   cheaper to compile than keeping the row in registers with unrolled slot loops, for 13-21 %
+//   more time at prefill sizes (docs/PERFORMANCE.md: both measured; neither reaches 0.4 of the
+//   copy roofline: one warp per row leaves its chain of dependent warp-wide steps exposed).
 // - The float64 ranking runs over the candidates only (rare rows; each round recomputes the
 //   scores of the lane's candidates, so no per-lane arrays): rolled loops and one score_d call
 //   site keep the code that NVRTC and ptxas compile for every key small.
