@@ -9,7 +9,8 @@
 //   COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ids (the last block: the rest), histogrammed in shared memory
 //   (num_local_experts ints of dynamic shared memory).
 // - One block (numel <= COUNT_EXPERT_TOKENS_IDS_PER_BLOCK) writes every bin of counts itself: no
-//   zeroing before the launch, no workspace access.
+//   zeroing before the launch, no workspace access. Several blocks imply BLOCK_SIZE == 1024, so the
+//   keys of smaller blocks compile the one-block path alone (NVRTC time: every key pays for its code).
 // - Several blocks, one launch, no zeroed output: each block adds its non-zero bins into
 //   workspace[0, E_local) (global atomics), then takes a ticket (workspace[E_local], atomicAdd
 //   after a __threadfence). The block that draws the last ticket (gridDim.x - 1) has seen every
@@ -42,11 +43,14 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
   const long long n_all = WARMKEY_INT(S, numel);
   const long long local_experts = WARMKEY_INT(S, num_local_experts);
   const long long id_bound = kHasMap ? static_cast<long long>(num_experts) : local_experts;
-  const long long begin = static_cast<long long>(blockIdx.x) * COUNT_EXPERT_TOKENS_IDS_PER_BLOCK;
+  // Several blocks only when numel > COUNT_EXPERT_TOKENS_IDS_PER_BLOCK, hence BLOCK_SIZE == 1024:
+  // the keys of smaller blocks compile the one-block path alone.
+  constexpr bool kMayShare = kThreads == 1024;
+  const bool shared = kMayShare && gridDim.x > 1;
+  const long long begin = shared ? static_cast<long long>(blockIdx.x) * COUNT_EXPERT_TOKENS_IDS_PER_BLOCK : 0;
   const long long n =
-      gridDim.x == 1
-          ? n_all
-          : (n_all - begin < COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ? n_all - begin : COUNT_EXPERT_TOKENS_IDS_PER_BLOCK);
+      !shared ? n_all
+              : (n_all - begin < COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ? n_all - begin : COUNT_EXPERT_TOKENS_IDS_PER_BLOCK);
   const id_t* block_ids = topk_ids + begin;
 
   for (long long e = threadIdx.x; e < local_experts; e += kThreads) bins[e] = 0;
@@ -80,22 +84,24 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
   }
   __syncthreads();
 
-  if (gridDim.x == 1) {
-    for (long long e = threadIdx.x; e < local_experts; e += kThreads) counts[e] = bins[e];
-    return;
+  if constexpr (kMayShare) {
+    if (shared) {
+      for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
+        if (bins[e] != 0) atomicAdd(workspace + e, bins[e]);
+      }
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) last = atomicAdd(workspace + local_experts, 1) == static_cast<int>(gridDim.x) - 1;
+      __syncthreads();
+      if (!last) return;
+      __threadfence();
+      for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
+        counts[e] = __ldcg(workspace + e);
+        workspace[e] = 0;
+      }
+      if (threadIdx.x == 0) workspace[local_experts] = 0;
+      return;
+    }
   }
-  for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
-    if (bins[e] != 0) atomicAdd(workspace + e, bins[e]);
-  }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(workspace + local_experts, 1) == static_cast<int>(gridDim.x) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
-    counts[e] = __ldcg(workspace + e);
-    workspace[e] = 0;
-  }
-  if (threadIdx.x == 0) workspace[local_experts] = 0;
+  for (long long e = threadIdx.x; e < local_experts; e += kThreads) counts[e] = bins[e];
 }

@@ -53,6 +53,10 @@ std::int64_t moe_align_shared_bytes(std::int64_t num_warps, std::int64_t num_exp
   return (num_warps * num_experts + 3 * num_experts + 1) * static_cast<std::int64_t>(sizeof(std::int32_t));
 }
 
+// The device template compiles the several-block count only for NUM_WARPS > 4 (moe_align.cuh):
+// 4 warps (numel <= 1024) must always mean one block.
+static_assert(kMoeAlignSingleBlockNumel >= kMoeAlignNumelBoundaries[0], "moe_align: 4-warp keys launch one block");
+
 std::int64_t moe_align_grid(std::int64_t numel) {
   if (numel <= kMoeAlignSingleBlockNumel) return 1;
   return std::min(kMoeAlignMaxBlocks, (numel + kMoeAlignSingleBlockNumel - 1) / kMoeAlignSingleBlockNumel);

@@ -24,7 +24,8 @@
 //   The padding positions, the tail of sorted_token_ids and expert_ids are written by the whole
 //   grid (a grid-stride loop); they never overlap the entries' positions.
 // - One block (small batches, numel <= kMoeAlignSingleBlockNumel on the host) is the same code
-//   with empty `before` and `after`.
+//   with empty `before` and `after`. NUM_WARPS == 4 (numel <= 1024) always launches one block
+//   (a static_assert in moe_align.cpp), so those keys compile without the whole-batch count.
 // - Cost: every block counts all numel entries with shared-memory atomics, so the count runs at one
 //   SM's rate whatever the grid (H200: 23 us at 8192 tokens, 131 us at 65536, E = 256;
 //   docs/PERFORMANCE.md). Counting each range once needs a grid-wide barrier or a second launch.
@@ -94,7 +95,7 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
       if (e[u] >= 0) atomicAdd(my_row + e[u], 1);
     }
   }
-  if (grid > 1) {
+  if (kWarps > 4 && grid > 1) {  // NUM_WARPS == 4 means numel <= 1024: always one block
     for (long long base = 0; base < n; base += static_cast<long long>(kThreads) * MOE_ALIGN_UNROLL) {
       int e[MOE_ALIGN_UNROLL];
 #pragma unroll
