@@ -20,7 +20,7 @@ std::string mask_text(PropertyMask mask) {
   return out;
 }
 
-PropertyMask CaseChecker::failed(const fuzz::CaseFacts& f) const {
+PropertyMask CaseChecker::failed(const spaces::CaseFacts& f) const {
   if (!f.valid) return bit(Property::GEN);
   if (!f.launches) return 0;
   PropertyMask m = 0;
@@ -41,7 +41,7 @@ PropertyMask CaseChecker::failed(const fuzz::CaseFacts& f) const {
   return m;
 }
 
-std::vector<Violation> CaseChecker::explain(const fuzz::CaseFacts& f, PropertyMask mask,
+std::vector<Violation> CaseChecker::explain(const spaces::CaseFacts& f, PropertyMask mask,
                                             const std::vector<std::string>& classes, const std::string& found_by,
                                             const std::string& reproduce) const {
   std::vector<Violation> out;

@@ -177,7 +177,7 @@ bool emit_manifest_if_requested() {
   ModelConfig config = config_text ? ModelConfig::from_json(nlohmann::json::parse(config_text)) : default_config();
   std::optional<std::string> only;
   if (kernel && *kernel) only = kernel;
-  const fuzz::Mutant* mutant = mutant_name && *mutant_name ? fuzz::find_mutant(mutant_name) : nullptr;
+  const equivalence::Mutant* mutant = mutant_name && *mutant_name ? equivalence::find_mutant(mutant_name) : nullptr;
   Subjects subjects(builtin_registry(), only, mutant);
   std::ofstream f(out);
   f << key_manifest(subjects.kernels(), config);

@@ -5,7 +5,7 @@
 
 namespace warmkey::equivalence {
 
-Subjects::Subjects(const Registry& registry, const std::optional<std::string>& only, const fuzz::Mutant* mutant)
+Subjects::Subjects(const Registry& registry, const std::optional<std::string>& only, const equivalence::Mutant* mutant)
     : mutant_(mutant) {
   if (only) registry.at(*only);  // throws InputError listing the known kernels
   if (mutant && only && mutant->kernel != *only)
@@ -13,7 +13,7 @@ Subjects::Subjects(const Registry& registry, const std::optional<std::string>& o
                              " leaves out"));
   for (const Kernel* k : registry.all()) {
     if (only && k->name() != *only) continue;
-    const fuzz::InputSpace* space = fuzz::find_input_space(k->name());
+    const spaces::InputSpace* space = spaces::find_input_space(k->name());
     if (space == nullptr) {
       unverified_.push_back(k->name());
       continue;

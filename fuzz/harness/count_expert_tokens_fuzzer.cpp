@@ -1,5 +1,5 @@
 // libFuzzer harness for count_expert_tokens: the input bytes decode into a model config and a runtime input
-// (fuzz/gen/byte_draw.h), and properties P1-P5 are the oracle (equivalence/fuzz_oracle.h).
+// (spaces/byte_draw.h), and properties P1-P5 are the oracle (equivalence/fuzz_oracle.h).
 #include <cstddef>
 #include <cstdint>
 

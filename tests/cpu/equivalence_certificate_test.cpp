@@ -42,7 +42,7 @@ TEST(CoverageCertificate, dsv4FlashJsonNamesClassesKeysAndVerdictPerKernel) {
 
 TEST(CoverageCertificate, aMissedBucketIsUncoveredWithTheClassThatReachesIt) {
   Certificate c = make_certificate(builtin_registry(), load_config("dsv4-flash"), std::string("moe_mul_sum"),
-                                   fuzz::find_mutant("moe_mul_sum.warmup_misses_large_tile"));
+                                   equivalence::find_mutant("moe_mul_sum.warmup_misses_large_tile"));
   EXPECT_FALSE(c.all_warmed());
   ASSERT_EQ(c.kernels.size(), 1u);
   const KernelCertificate& k = c.kernels.front();

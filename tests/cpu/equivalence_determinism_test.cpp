@@ -43,7 +43,7 @@ TEST(EquivalenceDeterminism, keysAreIdenticalInAFreshRegistryAndAnotherProcess) 
 }
 
 TEST(EquivalenceDeterminism, aKeyHoldingAnAddressIsCaughtInProcessAndAcrossProcesses) {
-  const fuzz::Mutant* m = fuzz::find_mutant("moe_mul_sum.key_holds_an_address");
+  const equivalence::Mutant* m = equivalence::find_mutant("moe_mul_sum.key_holds_an_address");
   ASSERT_NE(m, nullptr);
   Subjects s(builtin_registry(), std::string("moe_mul_sum"), m);
   auto in_process = check_determinism_in_process(s, default_config(), std::string("moe_mul_sum"));

@@ -7,14 +7,14 @@
 #include <set>
 #include <string>
 
-#include "fuzz/gen/byte_draw.h"
-#include "fuzz/gen/config.h"
-#include "fuzz/gen/enum_draw.h"
-#include "fuzz/gen/rc_draw.h"
 #include "kernels/builtin.h"
+#include "spaces/byte_draw.h"
+#include "spaces/config.h"
+#include "spaces/enum_draw.h"
+#include "spaces/rc_draw.h"
 #include "warmup/domain.h"
 
-namespace warmkey::fuzz {
+namespace warmkey::spaces {
 namespace {
 
 using Labels = std::set<std::string>;
@@ -194,4 +194,4 @@ TEST(Generators, interestingPointsAreSortedDistinctAndInRange) {
 }
 
 }  // namespace
-}  // namespace warmkey::fuzz
+}  // namespace warmkey::spaces

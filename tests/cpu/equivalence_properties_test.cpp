@@ -7,9 +7,9 @@
 #include <string>
 
 #include "equivalence/checks.h"
-#include "fuzz/gen/rc_draw.h"
-#include "fuzz/gen/spaces.h"
 #include "kernels/builtin.h"
+#include "spaces/rc_draw.h"
+#include "spaces/spaces.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -39,15 +39,15 @@ void classify(const std::vector<std::string>& labels) {
 }
 
 RC_GTEST_PROP(CompileKeyEquivalence, everyRuntimeInputHitsAWarmedKey, ()) {
-  const ModelConfig config = *fuzz::arbitrary_config().as("config");
-  const auto& spaces = fuzz::input_spaces();
-  const fuzz::InputSpace& space = spaces[*rc::gen::inRange<std::size_t>(0, spaces.size()).as("kernel index")];
+  const ModelConfig config = *spaces::arbitrary_config().as("config");
+  const auto& spaces = spaces::input_spaces();
+  const spaces::InputSpace& space = spaces[*rc::gen::inRange<std::size_t>(0, spaces.size()).as("kernel index")];
   const Kernel& kernel = builtin_registry().at(space.kernel);
   const WarmSet& warm = warm_sets().get(space, kernel, config);
   RC_TAG(space.kernel);
   if (!warm.used()) return;  // the config does not run this kernel: nothing to prove
-  fuzz::RcDraw d;
-  const fuzz::CaseFacts f = space.run_case(kernel, d, config, nullptr);
+  spaces::RcDraw d;
+  const spaces::CaseFacts f = space.run_case(kernel, d, config, nullptr);
   classify(d.labels());
   const CaseChecker checker(warm);
   const PropertyMask failed = checker.failed(f);
@@ -55,8 +55,8 @@ RC_GTEST_PROP(CompileKeyEquivalence, everyRuntimeInputHitsAWarmedKey, ()) {
 }
 
 RC_GTEST_PROP(CompileKeyEquivalence, warmupInputsReproduceTheirKeysUnderAnyConfig, ()) {
-  const ModelConfig config = *fuzz::arbitrary_config().as("config");
-  for (const fuzz::InputSpace& space : fuzz::input_spaces()) {
+  const ModelConfig config = *spaces::arbitrary_config().as("config");
+  for (const spaces::InputSpace& space : spaces::input_spaces()) {
     const WarmSet& warm = warm_sets().get(space, builtin_registry().at(space.kernel), config);
     RC_ASSERT(reports(warm.warmup_violations()) == std::string());
   }
@@ -65,7 +65,7 @@ RC_GTEST_PROP(CompileKeyEquivalence, warmupInputsReproduceTheirKeysUnderAnyConfi
 TEST(CompileKeyEquivalence, warmupInputsReproduceTheirKeysForEveryEmbeddedConfig) {
   for (const std::string& name : embedded_config_names()) {
     const ModelConfig config = load_config(name);
-    for (const fuzz::InputSpace& space : fuzz::input_spaces()) {
+    for (const spaces::InputSpace& space : spaces::input_spaces()) {
       WarmSet warm(space, builtin_registry().at(space.kernel), config);
       EXPECT_EQ(reports(warm.warmup_violations()), "") << space.kernel << " under " << name;
       if (warm.used()) {
@@ -77,8 +77,8 @@ TEST(CompileKeyEquivalence, warmupInputsReproduceTheirKeysForEveryEmbeddedConfig
 
 TEST(CompileKeyEquivalence, everyRegisteredKernelHasAnInputSpace) {
   for (const std::string& name : builtin_registry().names()) {
-    EXPECT_NE(fuzz::find_input_space(name), nullptr)
-        << "kernel '" << name << "' has no input space: add fuzz/gen/" << name << ".h and list it in fuzz/gen/spaces.h";
+    EXPECT_NE(spaces::find_input_space(name), nullptr)
+        << "kernel '" << name << "' has no input space: add spaces/" << name << ".h and list it in spaces/spaces.h";
   }
 }
 
@@ -86,18 +86,18 @@ TEST(CompileKeyEquivalence, everyRegisteredKernelHasAnInputSpace) {
 template <class List>
 struct ArgsOf;
 template <class... Spaces>
-struct ArgsOf<fuzz::SpaceList<Spaces...>> {
+struct ArgsOf<spaces::SpaceList<Spaces...>> {
   using type = ::testing::Types<typename Spaces::Args...>;
 };
 
 template <class Args>
 class RuntimeArbitrary : public ::testing::Test {};
-TYPED_TEST_SUITE(RuntimeArbitrary, ArgsOf<fuzz::AllSpaces>::type);
+TYPED_TEST_SUITE(RuntimeArbitrary, ArgsOf<spaces::AllSpaces>::type);
 
 TYPED_TEST(RuntimeArbitrary, dispatchKeyReproducesTheRuntimeBinary) {
   using Args = TypeParam;
-  const bool ok = rc::check("JitKey(x) == JitKey(warmup_inputs(dispatch(x)))", [](const fuzz::Runtime<Args>& r) {
-    const auto& c = fuzz::as_contract<Args>(builtin_registry().at(fuzz::SpaceOf<Args>::type::kName));
+  const bool ok = rc::check("JitKey(x) == JitKey(warmup_inputs(dispatch(x)))", [](const spaces::Runtime<Args>& r) {
+    const auto& c = spaces::as_contract<Args>(builtin_registry().at(spaces::SpaceOf<Args>::type::kName));
     c.validate(r.args);
     RC_CLASSIFY(!c.launches(r.args), "empty batch");
     if (!c.launches(r.args)) return;

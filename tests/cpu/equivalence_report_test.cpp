@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/verify.h"
-#include "fuzz/gen/byte_draw.h"
 #include "kernels/builtin.h"
+#include "spaces/byte_draw.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -16,7 +16,7 @@ VerifyReport run(const std::string& mutant, const std::string& config = "dsv4-fl
                  bool classes = false) {
   VerifyOptions o;
   o.configs = {load_config(config)};
-  o.mutant = fuzz::find_mutant(mutant);
+  o.mutant = equivalence::find_mutant(mutant);
   EXPECT_NE(o.mutant, nullptr) << mutant;
   o.kernel = o.mutant->kernel;
   o.cases = cases;
@@ -108,9 +108,9 @@ TEST(ViolationReport, theReportedInputReplaysTheViolationAlone) {
   const std::string hex = v->reproduce.substr(v->reproduce.find("--input ") + 8);
   VerifyOptions o;
   o.configs = {load_config("dsv4-flash")};
-  o.mutant = fuzz::find_mutant("count_expert_tokens.key_holds_raw_numel");
+  o.mutant = equivalence::find_mutant("count_expert_tokens.key_holds_raw_numel");
   o.kernel = "count_expert_tokens";
-  o.input = fuzz::from_hex(hex);
+  o.input = spaces::from_hex(hex);
   o.determinism = false;
   VerifyReport again = run_verify(builtin_registry(), o);
   const Violation* w = find(again, Property::P4, "--input");
@@ -134,8 +134,8 @@ TEST(Seeds, aSeedReproducesItsRunAndStreamsDifferPerKernel) {
   ASSERT_EQ(a.kernels.size(), b.kernels.size());
   EXPECT_EQ(a.to_json()["kernels"][0]["violations"], b.to_json()["kernels"][0]["violations"]);
   EXPECT_EQ(a.kernels[0].failing_cases, b.kernels[0].failing_cases);
-  EXPECT_NE(fuzz::case_seed(1, 2, 3), fuzz::case_seed(1, 3, 3));
-  EXPECT_NE(fuzz::case_seed(1, 2, 3), fuzz::case_seed(2, 2, 3));
+  EXPECT_NE(spaces::case_seed(1, 2, 3), spaces::case_seed(1, 3, 3));
+  EXPECT_NE(spaces::case_seed(1, 2, 3), spaces::case_seed(2, 2, 3));
 }
 
 TEST(VerifyReportJson, hasTheFieldsCiReads) {

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "equivalence/replay_pipeline.h"
 #include "kernels/builtin.h"
+#include "replay/replay_pipeline.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
@@ -121,7 +121,7 @@ TEST(RunPipeline, secondRunCompilesNothingAndBundleOnAFreshCacheCompilesNothing)
 TEST(RunPipeline, mutantThatForgetsKeysFailsTheRun) {
   test::TempDir dir("warmkey-run");
   RunOptions o = tiny_options(std::filesystem::temp_directory_path() / "warmkey-run-tests-cache");
-  o.mutant = fuzz::find_mutant("moe_mul_sum.warmup_only_aligned");
+  o.mutant = equivalence::find_mutant("moe_mul_sum.warmup_only_aligned");
   ASSERT_NE(o.mutant, nullptr);
   o.replay.case_dir = dir.path() / "cases";
   const RunReport r = run_pipeline(builtin_registry(), o);

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "equivalence/mutants/catalogue.h"
 #include "equivalence/oracles/moe_mul_sum.h"
-#include "equivalence/replay.h"
-#include "equivalence/replay_pipeline.h"
-#include "fuzz/mutants/catalogue.h"
 #include "kernels/builtin.h"
+#include "replay/replay.h"
+#include "replay/replay_pipeline.h"
 #include "tests/support/numeric.h"
 #include "warmup/disk_cache.h"
 #include "warmup/error.h"
@@ -152,7 +152,7 @@ TEST(ReplayCompileOnly, dsv4FlashMakesNoRuntimeCompile) { expect_clean_compile_o
 TEST(ReplayCompileOnly, unwarmedKeyIsRefusedAndReported) {
   ModelConfig c = load_config("tiny");
   c.num_experts_per_tok = 6;
-  const fuzz::Mutant* mutant = fuzz::find_mutant("count_expert_tokens.warmup_only_aligned");
+  const equivalence::Mutant* mutant = equivalence::find_mutant("count_expert_tokens.warmup_only_aligned");
   ASSERT_NE(mutant, nullptr);
   std::unique_ptr<Kernel> owned;
   std::vector<const Kernel*> all = kernels_with_mutant(builtin_registry(), mutant, owned);

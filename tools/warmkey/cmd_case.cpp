@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "equivalence/replay.h"
 #include "kernels/builtin.h"
+#include "replay/replay.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"

@@ -1,0 +1,47 @@
+// The runtime input space of count_expert_tokens under a config: top-k ids of each index dtype,
+// aligned or not, either in serving's [T, K] layout (T in [0, max batched tokens]) or as a flat
+// view of numel ids (numel in [K, max * K], marks at every block-size boundary, so that the
+// class enumeration reaches every (value class, block size) pair of numel); counts over the
+// local experts; with EP, an expert map over the physical experts.
+#pragma once
+
+#include "kernels/count_expert_tokens/count_expert_tokens.h"
+#include "spaces/space.h"
+
+namespace warmkey::spaces {
+
+struct CountExpertTokensSpace {
+  using Args = CountExpertTokensArgs;
+  static constexpr std::string_view kName = "count_expert_tokens";
+
+  static Args draw(Draw& d, const ModelConfig& c) {
+    const std::int64_t k = c.num_experts_per_tok;
+    const std::vector<std::int64_t> numel_marks = count_expert_tokens_boundaries();
+    std::vector<std::int64_t> token_marks;
+    for (std::int64_t b : numel_marks) {
+      token_marks.push_back(b / k);
+      token_marks.push_back(b / k + 1);
+    }
+    const DType ids = d.dtype("ids_dtype", c.index_dtypes);
+    const int ids_align = d.align("topk_ids", ids);
+    Args a;
+    if (d.pick("ids_layout", 2) == 0) {
+      const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, token_marks);
+      a.topk_ids = Tensor::meta(ids, {t, k}, ids_align);
+    } else {
+      const std::int64_t n = d.integer("numel", k, c.max_num_batched_tokens * k, numel_marks);
+      a.topk_ids = Tensor::meta(ids, {n}, ids_align);
+    }
+    if (c.ep_size > 1 && d.flag("has_expert_map"))
+      a.expert_map = Tensor::meta(DType::i32, {c.num_physical_experts()}, d.align("expert_map", DType::i32));
+    a.counts = Tensor::meta(DType::i32, {c.num_local_experts()}, d.align("counts", DType::i32));
+    return a;
+  }
+};
+
+template <>
+struct SpaceOf<CountExpertTokensArgs> {
+  using type = CountExpertTokensSpace;
+};
+
+}  // namespace warmkey::spaces
