@@ -10,7 +10,7 @@
 
 #include "equivalence/checks.h"
 #include "equivalence/fuzz_oracle.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "spaces/byte_draw.h"
 #include "spaces/enum_draw.h"
 
@@ -27,7 +27,7 @@ const ModelConfig& config() {
 }
 
 void seeded_cases(benchmark::State& state, const spaces::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   WarmSet warm(*space, kernel, config());
   CaseChecker checker(warm);
   std::uint64_t i = 0, failures = 0;
@@ -43,7 +43,7 @@ void seeded_cases(benchmark::State& state, const spaces::InputSpace* space) {
 }
 
 void class_enumeration(benchmark::State& state, const spaces::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   WarmSet warm(*space, kernel, config());
   CaseChecker checker(warm);
   std::int64_t classes = 0;
@@ -61,7 +61,7 @@ void class_enumeration(benchmark::State& state, const spaces::InputSpace* space)
 }
 
 void warm_set(benchmark::State& state, const spaces::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   for (auto _ : state) {
     WarmSet warm(*space, kernel, config());
     benchmark::DoNotOptimize(warm.keys().size());
@@ -74,8 +74,8 @@ void fuzz_oracle(benchmark::State& state, const spaces::InputSpace* space) {
   std::vector<std::vector<std::uint8_t>> inputs;
   for (std::uint64_t i = 0; i < 512; ++i) {
     std::uint64_t s = spaces::case_seed(3, 4, i);
-    std::vector<std::uint8_t> bytes(8 + spaces::splitmix64(s) % 57);
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(spaces::splitmix64(s));
+    std::vector<std::uint8_t> bytes(8 + splitmix64(s) % 57);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(splitmix64(s));
     inputs.push_back(std::move(bytes));
   }
   // Steady state: the warm sets of these inputs' configs are built once (warm_set/ times that).
@@ -90,7 +90,7 @@ void fuzz_oracle(benchmark::State& state, const spaces::InputSpace* space) {
 
 #ifdef WARMKEY_HAS_RAPIDCHECK
 void rapidcheck_cases(benchmark::State& state, const spaces::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   WarmSet warm(*space, kernel, config());
   CaseChecker checker(warm);
   auto gen = rc::gen::exec([&] {
@@ -110,7 +110,8 @@ void rapidcheck_cases(benchmark::State& state, const spaces::InputSpace* space) 
 
 int main(int argc, char** argv) {
   using namespace warmkey;
-  for (const spaces::InputSpace& space : spaces::input_spaces()) {
+  for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
+    const spaces::InputSpace& space = *row->space;
     const auto* s = &space;
     benchmark::RegisterBenchmark(("seeded_cases/" + space.kernel).c_str(), equivalence::seeded_cases, s);
 #ifdef WARMKEY_HAS_RAPIDCHECK

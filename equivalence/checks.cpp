@@ -59,7 +59,7 @@ std::vector<Violation> CaseChecker::explain(const spaces::CaseFacts& f, Property
     v.reproduce = reproduce;
     switch (p) {
       case Property::GEN:
-        v.detail = str_cat("the generator drew an input that validate() rejects (fix fuzz/gen): ", f.invalid);
+        v.detail = str_cat("the generator drew an input that validate() rejects (fix spaces/): ", f.invalid);
         break;
       case Property::P4:
         if (!f.dispatch_error.empty()) {

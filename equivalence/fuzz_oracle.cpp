@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/checks.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "spaces/byte_draw.h"
 #include "spaces/config.h"
 
@@ -16,9 +16,11 @@ namespace warmkey::equivalence {
 std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_t* data, std::size_t size) {
   // Lazy warm sets: a new config costs warmup_keys(), and each key is warmed when an input reaches it.
   static WarmSetCache cache(verification_target(), 4096, /*lazy=*/true);
-  const spaces::InputSpace* space = spaces::find_input_space(kernel);
-  if (space == nullptr) throw InputError(str_cat("fuzz: kernel '", kernel, "' has no input space in fuzz/gen"));
-  const Kernel& k = builtin_registry().at(kernel);
+  const KernelDescriptor* row = find_kernel(kernel);
+  if (row == nullptr || !row->space)
+    throw InputError(str_cat("fuzz: kernel '", kernel, "' has no input space in its row of the kernel table"));
+  const spaces::InputSpace* space = &*row->space;
+  const Kernel& k = row->contract();
   spaces::ByteDraw d({data, size});
   d.set_labelling(false);
   ModelConfig config = spaces::draw_config(d);

@@ -226,7 +226,7 @@ std::string VerifyReport::to_text() const {
   for (const auto& k : kernels) {
     if (!k.numerics.empty()) os << "  P6 numerics, " << k.kernel << " under " << k.config << ": " << k.numerics << '\n';
   }
-  for (const auto& u : unverified) os << "  " << u << ": no input space in fuzz/gen (not verified)\n";
+  for (const auto& u : unverified) os << "  " << u << ": no input space in spaces/ (not verified)\n";
   for (const auto& k : kernels) {
     for (const auto& v : k.violations) os << '\n' << v.to_text();
   }

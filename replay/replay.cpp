@@ -22,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 // One used kernel during a replay: its adapter and what it has seen so far.
 struct KernelRun {
   const Kernel* kernel = nullptr;
-  const ReplayAdapter* adapter = nullptr;
+  const KernelDescriptor* row = nullptr;  // its row of the kernel table (replay set: has a space)
   ReplayKernelStats stats;
   std::unordered_set<BoundKey, BoundKeyHash> seen, checked;
   std::set<std::string> reported;  // JitKey digests (runtime compiles) and messages already reported
@@ -38,10 +38,10 @@ class Replayer {
     ReplayContext ctx{config_, b, eplb};
     std::vector<ReplayLaunch> launches;
     try {
-      launches = k.adapter->launches(*k.kernel, ctx);
+      launches = k.row->replay(*k.kernel, ctx);
     } catch (const std::exception& e) {
       ++k.stats.errors;
-      add(k, {"invalid launch", k.kernel->name(), b.to_string(), "", "", str_cat("the adapter failed: ", e.what()), ""},
+      add(k, {"invalid launch", k.kernel->name(), b.to_string(), "", "", str_cat("the space's replay failed: ", e.what()), ""},
           e.what());
       return;
     }
@@ -111,8 +111,8 @@ class Replayer {
   // Real inputs of the launch's shapes on the GPU through the oracle (the monitored runtime path),
   // compared with the reference; a failing case is written to case_dir.
   void check(KernelRun& k, const ServingBatch& b, const ReplayLaunch& l) {
-    const Oracle* oracle = find_oracle(k.kernel->name());
-    if (oracle == nullptr) return;
+    const Oracle* oracle = k.row->oracle.get();
+    if (oracle == nullptr || !l.make_case) return;
     const std::uint64_t seed = derive_seed(o_.seed, ++case_counter_);
     try {
       NumericCase c = l.make_case(seed);
@@ -161,30 +161,7 @@ class Replayer {
   std::uint64_t case_counter_ = 0;
 };
 
-std::uint64_t version_seed(std::int64_t version) {
-  return derive_seed(0x3b9aca07e91bULL, static_cast<std::uint64_t>(version));
-}
-
 }  // namespace
-
-EplbState eplb_state(const ModelConfig& config, std::int64_t version) {
-  EplbState s;
-  s.version = version;
-  if (!config.eplb) return s;
-  s.replica_count.assign(static_cast<std::size_t>(config.n_routed_experts), 1);
-  CaseRng rng(version_seed(version));
-  for (std::int64_t i = 0; i < config.num_redundant_experts; ++i)
-    ++s.replica_count[static_cast<std::size_t>(rng.uniform_int(0, config.n_routed_experts - 1))];
-  s.max_replicas = *std::max_element(s.replica_count.begin(), s.replica_count.end());
-  return s;
-}
-
-Tensor batch_view(DType dtype, std::initializer_list<std::int64_t> sizes, std::int64_t row_offset) {
-  std::int64_t row = dtype_size(dtype);
-  for (auto it = sizes.begin() + (sizes.size() > 0 ? 1 : 0); it != sizes.end(); ++it) row *= *it;
-  const int offset = static_cast<int>((row_offset % 16) * (row % 16) % 16);
-  return Tensor::meta(dtype, sizes, offset);
-}
 
 void write_case_folder(const std::filesystem::path& dir_in, const NumericCase& c, const std::vector<HostTensor>* got,
                        const nlohmann::json& extra) {
@@ -220,13 +197,6 @@ void write_case_folder(const std::filesystem::path& dir_in, const NumericCase& c
     fs::remove_all(tmp, ec);
     throw;
   }
-}
-
-const ReplayAdapter* find_replay_adapter(std::string_view kernel) {
-  for (const ReplayAdapter* a : builtin_replay_adapters()) {
-    if (a->kernel() == kernel) return a;
-  }
-  return nullptr;
 }
 
 std::string ReplayFinding::to_text() const {
@@ -311,12 +281,13 @@ ReplayReport replay_trace(const std::vector<const Kernel*>& kernels, const Model
     if (!k->used_by(config)) continue;
     KernelRun run;
     run.kernel = k;
-    run.adapter = find_replay_adapter(k->name());
+    run.row = find_kernel(k->name());
+    if (run.row != nullptr && !run.row->replay) run.row = nullptr;
     run.stats.kernel = k->name();
-    run.stats.adapter = run.adapter != nullptr;
-    if (!run.adapter)
+    run.stats.adapter = run.row != nullptr;
+    if (!run.row)
       r.findings.push_back({"no replay adapter", k->name(), "", "", "",
-                            "the kernel has no runtime adapter (replay/adapters/), so the replay cannot "
+                            "the kernel's row of the kernel table has no input space, so the replay cannot "
                             "show that serving never compiles it; see docs/ADDING_A_KERNEL.md",
                             ""});
     runs.push_back(std::move(run));
@@ -332,7 +303,7 @@ ReplayReport replay_trace(const std::vector<const Kernel*>& kernels, const Model
     const ServingBatch& b = std::get<ServingBatch>(item);
     ++r.batches;
     for (KernelRun& k : runs) {
-      if (k.adapter) replayer.batch(k, b, eplb);
+      if (k.row) replayer.batch(k, b, eplb);
     }
   }
 

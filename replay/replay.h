@@ -1,7 +1,7 @@
 // Trace replay: every batch of a serving trace goes through the runtime path of every kernel the
-// configuration uses (validate, dispatch, launch_spec, bind, monitored cache lookup). Each kernel
-// contributes one runtime adapter (replay/adapters/<stem>.cpp) that turns a serving
-// batch into its runtime Args; the replay itself knows no kernel.
+// configuration uses (validate, dispatch, launch_spec, bind, monitored cache lookup). Each kernel's
+// row of the kernel table turns a serving batch into its runtime launches (its space's `replay`);
+// the replay itself knows no kernel.
 #pragma once
 
 #include <cstdint>
@@ -15,33 +15,17 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "equivalence/oracle.h"
+#include "equivalence/kernel_table.h"
 #include "replay/trace.h"
 #include "warmup/contract.h"
 #include "warmup/error.h"
 
 namespace warmkey::equivalence {
 
-// The EPLB replica map in force for a batch: the num_redundant_experts replicas spread over the
-// logical experts by a hash of the version (a rebalance moves them).
-struct EplbState {
-  std::int64_t version = 0;
-  std::int64_t max_replicas = 1;            // the most replicas one logical expert has
-  std::vector<std::int64_t> replica_count;  // per logical expert (empty without EPLB)
-};
-EplbState eplb_state(const ModelConfig& config, std::int64_t version);
-
-// What an adapter sees: the configuration, the batch and the state the engine holds for it.
-struct ReplayContext {
-  const ModelConfig& config;
-  const ServingBatch& batch;
-  const EplbState& eplb;
-};
-
-// A meta tensor of `sizes` (row-major) viewing a persistent engine buffer from row `row_offset`:
-// its address offset modulo 16 is row_offset * (bytes of one row) mod 16, so a micro-batch that
-// starts at an odd token may see misaligned views.
-Tensor batch_view(DType dtype, std::initializer_list<std::int64_t> sizes, std::int64_t row_offset);
+using spaces::batch_view;
+using spaces::eplb_state;
+using spaces::EplbState;
+using spaces::ReplayContext;
 
 // Writes a case folder (write_case: case.json, inputs, expected_* and got_* .npy files) with
 // `extra` merged into case.json, into a temporary sibling first and renamed into place, so a
@@ -49,74 +33,6 @@ Tensor batch_view(DType dtype, std::initializer_list<std::int64_t> sizes, std::i
 // case.json) or an empty folder is replaced; any other existing path is an InputError.
 void write_case_folder(const std::filesystem::path& dir, const NumericCase& c, const std::vector<HostTensor>* got,
                        const nlohmann::json& extra);
-
-// One kernel launch of a batch, as the runtime path sees it.
-struct ReplayLaunch {
-  std::string variant;   // what the engine runs ("hash layer, ids i64, VL"), unique per batch
-  std::string inputs;    // describe(args): shapes, dtypes, alignment, scalars
-  bool launches = true;  // false: an empty batch (launch_spec skips it)
-  std::optional<CompileKey> dispatched;
-  std::optional<BoundKey> bound;
-  std::string error;  // validate, dispatch or bind failed (an adapter or contract bug)
-  // Real inputs of the same shapes, dtypes and alignment with their reference outputs (built on
-  // demand by the kernel's oracle); empty when the kernel has no oracle.
-  std::function<NumericCase(std::uint64_t seed)> make_case;
-};
-
-// Turns serving batches into one kernel's runtime launches.
-class ReplayAdapter {
- public:
-  virtual ~ReplayAdapter() = default;
-  virtual std::string_view kernel() const = 0;
-  // The launches `kernel` (this adapter's kernel, or a mutant of it) makes for ctx.batch.
-  virtual std::vector<ReplayLaunch> launches(const Kernel& kernel, const ReplayContext& ctx) const = 0;
-};
-
-// The adapter of a Contract<Args>: it lists the batch's runtime Args as meta tensors; validation,
-// dispatch and binding go through the contract itself.
-template <class ArgsT>
-class ContractReplayAdapter : public ReplayAdapter {
- public:
-  using Args = ArgsT;
-  struct Variant {
-    std::string name;
-    Args args;
-    std::function<NumericCase(std::uint64_t seed)> make_case;
-  };
-  // One Variant per launch the engine makes for the batch (each layer kind, index dtype, map...).
-  virtual std::vector<Variant> variants(const ReplayContext& ctx) const = 0;
-
-  std::vector<ReplayLaunch> launches(const Kernel& kernel, const ReplayContext& ctx) const final {
-    const auto* contract = dynamic_cast<const Contract<Args>*>(&kernel);
-    if (contract == nullptr)
-      throw Error(str_cat("replay adapter of '", this->kernel(), "' was given kernel '", kernel.name(),
-                          "', which is not a contract of its Args"));
-    std::vector<ReplayLaunch> out;
-    for (Variant& v : variants(ctx)) {
-      ReplayLaunch l;
-      l.variant = std::move(v.name);
-      l.make_case = std::move(v.make_case);
-      try {
-        l.inputs = contract->describe(v.args);
-        contract->validate(v.args);
-        LaunchSpec spec = contract->launch_spec(v.args);
-        l.launches = !spec.skip;
-        if (l.launches) {
-          l.dispatched = contract->dispatch(v.args);
-          l.bound = bind(contract->def(), spec);
-        }
-      } catch (const std::exception& e) {
-        l.error = e.what();
-      }
-      out.push_back(std::move(l));
-    }
-    return out;
-  }
-};
-
-// The adapters of the built-in kernels (replay/adapters/builtin.cpp), by kernel name.
-const std::vector<const ReplayAdapter*>& builtin_replay_adapters();
-const ReplayAdapter* find_replay_adapter(std::string_view kernel);
 
 struct ReplayOptions {
   // Launch on the GPU and check a sample against the reference (when a device is available).

@@ -237,7 +237,7 @@ std::string RunReport::to_text() const {
   }
   for (const auto& g : verify.global) os << '\n' << g;
   for (const auto& u : verify.unverified)
-    os << "\nnot verified: kernel '" << u << "' has no input space in fuzz/gen (see docs/ADDING_A_KERNEL.md)\n";
+    os << "\nnot verified: kernel '" << u << "' has no input space in spaces/ (see docs/ADDING_A_KERNEL.md)\n";
   for (const auto& f : replay.findings) os << '\n' << f.to_text() << '\n';
 
   os << "\nresult: ";
@@ -270,7 +270,7 @@ std::string RunReport::to_junit() const {
     warm.push_back(std::move(w));
 
     JunitCase v{k.kernel, k.verify_seconds, k.violation_texts, ""};
-    if (!k.verified) v.failures.push_back("no input space in fuzz/gen: the kernel is not verified");
+    if (!k.verified) v.failures.push_back("no input space in spaces/: the kernel is not verified");
     if (k.verified && k.violations == 0 && !k.all_warmed.value_or(true))
       v.failures.push_back("the coverage certificate found reachable keys that are not warmed");
     ver.push_back(std::move(v));

@@ -23,7 +23,7 @@ struct RunKernelRow {
   double compile_seconds = 0;
   std::vector<std::string> warmup_failures;
   // verify
-  bool verified = false;  // the kernel has an input space (fuzz/gen)
+  bool verified = false;  // the kernel has an input space (spaces/)
   std::size_t cases = 0;
   std::size_t violations = 0;
   std::optional<bool> all_warmed;  // the coverage certificate's verdict

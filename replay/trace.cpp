@@ -255,26 +255,6 @@ class SyntheticTrace {
 
 }  // namespace
 
-std::string_view batch_kind_name(BatchKind k) { return k == BatchKind::decode ? "decode" : "prefill"; }
-
-std::string ServingBatch::to_string() const {
-  return str_cat("step ", step, " ", batch_kind_name(kind), " T=", num_tokens,
-                 padded() ? str_cat(" (padded to ", padded_tokens, ")") : std::string(), " images=", image_tokens,
-                 " eplb=v", eplb_version, " rank=", ep_rank, token_offset ? str_cat(" offset=", token_offset) : "",
-                 line ? str_cat(" [line ", line, "]") : "");
-}
-
-nlohmann::json ServingBatch::to_json() const {
-  return {{"step", step},
-          {"kind", std::string(batch_kind_name(kind))},
-          {"num_tokens", num_tokens},
-          {"padded_tokens", padded_tokens},
-          {"image_tokens", image_tokens},
-          {"eplb_version", eplb_version},
-          {"ep_rank", ep_rank},
-          {"token_offset", token_offset}};
-}
-
 std::string RebalanceEvent::to_string() const {
   return str_cat("step ", step, " EPLB rebalance to v", eplb_version, line ? str_cat(" [line ", line, "]") : "");
 }

@@ -11,34 +11,14 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "spaces/serving.h"
 #include "warmup/model_config.h"
 
 namespace warmkey::equivalence {
 
-enum class BatchKind { decode, prefill };
-
-std::string_view batch_kind_name(BatchKind k);
-
-// One forward step of the MoE layers as one engine rank runs it.
-struct ServingBatch {
-  std::int64_t step = 0;
-  BatchKind kind = BatchKind::decode;
-  std::int64_t num_tokens = 1;     // real tokens of the step (decode: one per running sequence)
-  std::int64_t padded_tokens = 0;  // rows the kernels see when the step is padded (CUDA graphs); 0: not padded
-  std::int64_t image_tokens = 0;   // image-sentinel tokens among num_tokens (vision requests)
-  std::int64_t eplb_version = 0;   // the EPLB replica map in force (0 before the first rebalance)
-  std::int64_t ep_rank = 0;        // expert-parallel rank running the step, in [0, ep_size)
-  std::int64_t token_offset = 0;   // first row in the engine's persistent buffers (a micro-batch of a
-                                   // split step starts past the first one: views may be misaligned)
-  std::size_t line = 0;            // 1-based line in the trace file; 0 for a synthetic batch
-
-  // Rows the kernels see: padded_tokens when padded, else num_tokens.
-  std::int64_t rows() const { return padded_tokens > 0 ? padded_tokens : num_tokens; }
-  bool padded() const { return padded_tokens > 0; }
-  // "step 12 decode T=37 (padded to 40) images=0 eplb=v0 rank=0 offset=0"
-  std::string to_string() const;
-  nlohmann::json to_json() const;
-};
+using spaces::batch_kind_name;
+using spaces::BatchKind;
+using spaces::ServingBatch;
 
 // An EPLB rebalance: from `step` on, batches run with replica map `eplb_version`.
 struct RebalanceEvent {

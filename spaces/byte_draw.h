@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "spaces/draw.h"
+#include "spaces/rng.h"
 
 namespace warmkey::spaces {
 
@@ -51,14 +52,6 @@ class ByteDraw : public Draw {
   int pool_left_ = 0;
   std::vector<std::uint8_t> recorded_;
 };
-
-// SplitMix64: the seeded streams of warmkey's random cases (fast, and stable across platforms).
-inline std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // The seed of case i of a run seeded with seed, for a given stream (kernel, config).
 std::uint64_t case_seed(std::uint64_t seed, std::uint64_t stream, std::uint64_t index);

@@ -39,14 +39,14 @@ ModelConfig draw_config(Draw& d) {
     note(str_cat("act=", dtype_name(c.act_dtype)));
   }
   if (d.flag("vary_tokens")) {
-    std::int64_t hi = std::max<std::int64_t>(c.max_num_seqs, 32768);
+    std::int64_t hi = std::max<std::int64_t>(c.max_num_seqs, 65536);
     c.max_num_batched_tokens = d.integer("max_num_batched_tokens", c.max_num_seqs, hi, {256, 1024, 2048, 4096, 8192});
     note(str_cat("tokens=", c.max_num_batched_tokens));
   }
   if (d.flag("eplb")) {
-    static constexpr std::int64_t kRedundant[] = {0, 16, 32};
+    static constexpr std::int64_t kRedundant[] = {0, 16, 32, 8, 64};
     c.eplb = true;
-    c.num_redundant_experts = kRedundant[d.pick("num_redundant_experts", 3)];
+    c.num_redundant_experts = kRedundant[d.pick("num_redundant_experts", std::size(kRedundant))];
     c.eplb_max_slots = std::max(c.eplb_max_slots, c.num_redundant_experts + 1);
     note(str_cat("eplb=", c.num_redundant_experts));
   } else if (c.eplb) {
@@ -102,6 +102,17 @@ ModelConfig draw_config(Draw& d) {
     for (std::size_t k = 0; k < 3; ++k) {
       if (mask >> k & 1) c.index_dtypes.push_back(kIndex[k]);
     }
+  }
+  if (d.flag("drop_hash_layers") && c.num_hash_layers > 0) {
+    c.num_hash_layers = 0;
+    note("hash_layers=0");
+  }
+  if (d.flag("tiny_token_budget")) {
+    // Budgets below the running sequences (a capped engine): 1, 16 and their neighbours.
+    static constexpr std::int64_t kTiny[] = {1, 16, 17, 32, 33};
+    c.max_num_batched_tokens = kTiny[d.pick("tiny_max_num_batched_tokens", std::size(kTiny))];
+    c.max_num_seqs = std::min(c.max_num_seqs, c.max_num_batched_tokens);
+    note(str_cat("tokens=", c.max_num_batched_tokens));
   }
   if (c.has_backend("megamoe") &&
       std::find(c.index_dtypes.begin(), c.index_dtypes.end(), DType::i64) == c.index_dtypes.end())

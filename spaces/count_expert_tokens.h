@@ -11,6 +11,7 @@
 namespace warmkey::spaces {
 
 struct CountExpertTokensSpace {
+  using Contract = CountExpertTokens;
   using Args = CountExpertTokensArgs;
   static constexpr std::string_view kName = "count_expert_tokens";
 
@@ -37,11 +38,27 @@ struct CountExpertTokensSpace {
     a.counts = Tensor::meta(DType::i32, {c.num_local_experts()}, d.align("counts", DType::i32));
     return a;
   }
-};
 
-template <>
-struct SpaceOf<CountExpertTokensArgs> {
-  using type = CountExpertTokensSpace;
+  // The routed ids of a batch counted per local expert; under EP both through the rank's map
+  // (global ids) and the local ids the EP dispatch delivers.
+  static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
+    const ModelConfig& c = ctx.config;
+    const ServingBatch& b = ctx.batch;
+    const std::int64_t t = b.rows(), k = c.num_experts_per_tok, off = b.token_offset;
+    std::vector<bool> maps = {false};
+    if (c.ep_size > 1) maps.push_back(true);
+    std::vector<Variant<Args>> out;
+    for (DType ids : c.index_dtypes) {
+      for (bool map : maps) {
+        Args a;
+        a.topk_ids = batch_view(ids, {t, k}, off);
+        if (map) a.expert_map = Tensor::meta(DType::i32, {c.num_physical_experts()});
+        a.counts = Tensor::meta(DType::i32, {c.num_local_experts()});
+        out.push_back({str_cat(ids_label(ids), map ? str_cat(", EP map of rank ", b.ep_rank) : ", local ids"), a});
+      }
+    }
+    return out;
+  }
 };
 
 }  // namespace warmkey::spaces

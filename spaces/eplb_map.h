@@ -14,6 +14,7 @@
 namespace warmkey::spaces {
 
 struct EplbMapSpace {
+  using Contract = EplbMap;
   using Args = EplbMapArgs;
   static constexpr std::string_view kName = "eplb_map";
 
@@ -44,11 +45,28 @@ struct EplbMapSpace {
     if (d.flag("padding")) a.num_unpadded = d.integer("num_unpadded", 0, t);
     return a;
   }
-};
 
-template <>
-struct SpaceOf<EplbMapArgs> {
-  using type = EplbMapSpace;
+  // The routed logical ids of a batch mapped in place to physical replicas with the EPLB state in
+  // force (u32 ids never reach EPLB).
+  static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
+    const ModelConfig& c = ctx.config;
+    const ServingBatch& b = ctx.batch;
+    const std::int64_t t = b.rows(), k = c.num_experts_per_tok, off = b.token_offset;
+    std::vector<Variant<Args>> out;
+    for (DType ids : eplb_map_ids_dtypes(c)) {
+      Args a;
+      a.ids = batch_view(ids, {t, k}, off);
+      a.replica_count = Tensor::meta(DType::i64, {c.n_routed_experts});
+      a.l2p = Tensor::meta(DType::i64, {c.n_routed_experts, c.eplb_max_slots});
+      a.record = Tensor::meta(DType::i32, {1});
+      a.load = Tensor::meta(DType::i32, {c.num_physical_experts()});
+      a.out = a.ids;  // in place, as the engine maps its routed ids
+      a.max_replicas = ctx.eplb.max_replicas;
+      if (b.padded()) a.num_unpadded = b.num_tokens;
+      out.push_back({str_cat(ids_label(ids), ", map v", ctx.eplb.version), a});
+    }
+    return out;
+  }
 };
 
 }  // namespace warmkey::spaces

@@ -12,6 +12,7 @@
 namespace warmkey::spaces {
 
 struct MoeAlignSpace {
+  using Contract = MoeAlign;
   using Args = MoeAlignArgs;
   static constexpr std::string_view kName = "moe_align";
 
@@ -50,11 +51,44 @@ struct MoeAlignSpace {
     a.num_tokens_post_padded = Tensor::meta(DType::i32, {1}, d.align("num_tokens_post_padded", DType::i32));
     return a;
   }
-};
 
-template <>
-struct SpaceOf<MoeAlignArgs> {
-  using type = MoeAlignSpace;
+  // The BLOCK_M a tuned grouped-GEMM configuration runs for T tokens (small batches use short
+  // tiles); every value is one of kMoeAlignBlockMs.
+  static std::int64_t gemm_block_m(std::int64_t tokens) {
+    if (tokens <= 32) return 16;
+    if (tokens <= 256) return 32;
+    if (tokens <= 1024) return 64;
+    return 128;
+  }
+
+  // The routed entries of a batch sorted by expert for the grouped GEMM, with the BLOCK_M the
+  // GEMM's tile table picks for the batch; without EP over the physical experts, under EP both the
+  // global ids through the rank's expert map and the local ids the EP dispatch delivers.
+  static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
+    const ModelConfig& c = ctx.config;
+    const ServingBatch& b = ctx.batch;
+    const std::int64_t t = b.rows(), k = c.num_experts_per_tok, off = b.token_offset;
+    const std::int64_t m = gemm_block_m(t), numel = t * k;
+    std::vector<std::pair<std::int64_t, bool>> rows = {{c.num_physical_experts(), false}};
+    if (c.ep_size > 1) rows = {{c.num_physical_experts(), true}, {c.num_local_experts(), false}};
+    std::vector<Variant<Args>> out;
+    for (DType ids : routing_index_dtypes(c)) {
+      for (const auto& [e, map] : rows) {
+        Args a;
+        a.topk_ids = batch_view(ids, {t, k}, off);
+        if (map) a.expert_map = Tensor::meta(DType::i32, {e});
+        a.sorted_token_ids = Tensor::meta(DType::i32, {moe_align_sorted_size(numel, e, m)});
+        a.expert_ids = Tensor::meta(DType::i32, {moe_align_max_blocks(numel, e, m)});
+        a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
+        a.num_experts = e;
+        a.block_m = m;
+        out.push_back({str_cat(ids_label(ids), ", BLOCK_M ", m,
+                               c.ep_size > 1 ? (map ? str_cat(", EP map of rank ", b.ep_rank) : ", local ids") : ""),
+                       a});
+      }
+    }
+    return out;
+  }
 };
 
 }  // namespace warmkey::spaces

@@ -9,6 +9,7 @@
 namespace warmkey::spaces {
 
 struct MoeMulSumSpace {
+  using Contract = MoeMulSum;
   using Args = MoeMulSumArgs;
   static constexpr std::string_view kName = "moe_mul_sum";
 
@@ -30,11 +31,31 @@ struct MoeMulSumSpace {
     a.out = Tensor::meta(dtype, {t, h}, d.align("out", dtype));
     return a;
   }
-};
 
-template <>
-struct SpaceOf<MoeMulSumArgs> {
-  using type = MoeMulSumSpace;
+  // The top-k weighted sum of a batch's expert outputs into its hidden states (views of the
+  // engine's per-token buffers). Without EP every expert is local and no map is passed; with EP
+  // the combine runs with the rank's map (ids of each index dtype) or on outputs already
+  // restricted to local experts.
+  static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
+    const ModelConfig& c = ctx.config;
+    const ServingBatch& b = ctx.batch;
+    const std::int64_t t = b.rows(), k = c.num_experts_per_tok, h = c.hidden_size, off = b.token_offset;
+    std::vector<std::optional<DType>> maps = {std::nullopt};
+    if (c.ep_size > 1) maps.insert(maps.end(), c.index_dtypes.begin(), c.index_dtypes.end());
+    std::vector<Variant<Args>> out;
+    for (const std::optional<DType>& ids : maps) {
+      Args a;
+      a.x = batch_view(c.act_dtype, {t, k, h}, off);
+      a.weights = batch_view(DType::f32, {t, k}, off);
+      if (ids) {
+        a.topk_ids = batch_view(*ids, {t, k}, off);
+        a.expert_map = Tensor::meta(DType::i32, {c.num_physical_experts()});
+      }
+      a.out = batch_view(c.act_dtype, {t, h}, off);
+      out.push_back({ids ? str_cat(ids_label(*ids), ", EP map of rank ", b.ep_rank) : std::string("no map"), a});
+    }
+    return out;
+  }
 };
 
 }  // namespace warmkey::spaces

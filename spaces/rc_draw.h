@@ -1,7 +1,7 @@
 // RcDraw: Draw through RapidCheck. Every draw is a RapidCheck pick named after the draw
 // (.as(name)), so counterexamples show it and shrinking moves it toward the simplest choice
-// (the low end, 1, 16, then the marks). Use inside a property or rc::gen::exec. Also the
-// rc::Arbitrary of every kernel's runtime input (a config and Args drawn together).
+// (the low end, 1, 16, then the marks). Use inside a property or rc::gen::exec; InputSpace::run_case
+// takes any Draw, so one RapidCheck property covers every row of the kernel table.
 #pragma once
 
 #include <rapidcheck.h>
@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/builtin.h"
 #include "spaces/config.h"
 #include "spaces/space.h"
 
@@ -36,25 +35,6 @@ class RcDraw : public Draw {
   }
 };
 
-// A runtime input of the kernel whose Args these are: the config it runs under, the Args, and
-// the labels of every draw (for RC_TAG / RC_CLASSIFY).
-template <class Args>
-struct Runtime {
-  ModelConfig config;
-  Args args;
-  std::vector<std::string> labels;
-};
-
-// Runtime inputs under a fixed config.
-template <class Args>
-rc::Gen<Runtime<Args>> runtime_under(const ModelConfig& config) {
-  return rc::gen::exec([config] {
-    RcDraw d;
-    Args a = SpaceOf<Args>::type::draw(d, config);
-    return Runtime<Args>{config, std::move(a), d.labels()};
-  });
-}
-
 // One rc::Gen over configs from draw_config (embedded configs with serving knobs varied).
 inline rc::Gen<ModelConfig> arbitrary_config() {
   return rc::gen::exec([] {
@@ -63,30 +43,4 @@ inline rc::Gen<ModelConfig> arbitrary_config() {
   });
 }
 
-template <class Args>
-void showValue(const Runtime<Args>& r, std::ostream& os) {
-  const auto& space_name = SpaceOf<Args>::type::kName;
-  const auto& c = as_contract<Args>(builtin_registry().at(space_name));
-  os << space_name << " under " << r.config.name << ": " << c.describe(r.args) << "\n  classes:";
-  for (const auto& l : r.labels) os << ' ' << l;
-}
-
 }  // namespace warmkey::spaces
-
-namespace rc {
-
-// Every valid runtime input of a kernel: a config (draw_config), then Args from the kernel's
-// input space under it.
-template <class Args>
-struct Arbitrary<warmkey::spaces::Runtime<Args>> {
-  static Gen<warmkey::spaces::Runtime<Args>> arbitrary() {
-    return gen::exec([] {
-      warmkey::spaces::RcDraw d;
-      warmkey::ModelConfig c = warmkey::spaces::draw_config(d);
-      Args a = warmkey::spaces::SpaceOf<Args>::type::draw(d, c);
-      return warmkey::spaces::Runtime<Args>{std::move(c), std::move(a), d.labels()};
-    });
-  }
-};
-
-}  // namespace rc

@@ -1,8 +1,13 @@
 // InputSpace: the type-erased entry of one kernel's runtime input space. Each kernel writes one
-// description (spaces/<stem>.h: `static Args draw(Draw&, const ModelConfig&)`); space_entry<>
-// wraps it into functions that evaluate a kernel (the real contract or a mutant of it) on drawn
-// inputs, so the checkers, certificates, fuzzers and benches loop over kernels with no
-// per-kernel code.
+// description (spaces/<stem>.h):
+//   struct <Stem>Space {
+//     using Contract = <Stem>;  using Args = <Stem>Args;  static constexpr std::string_view kName = "<stem>";
+//     static Args draw(Draw& d, const ModelConfig& c);                            // every valid runtime input
+//     static std::vector<Variant<Args>> replay(const ReplayContext& ctx);         // what serving passes per batch
+//   };
+// space_entry<> wraps draw into functions that evaluate a kernel (the real contract or a mutant of
+// it) on drawn inputs, so the checkers, certificates, fuzzers and benches loop over the kernel
+// table's rows with no per-kernel code; the row wraps replay (equivalence/kernel_table.h).
 #pragma once
 
 #include <functional>
@@ -12,6 +17,7 @@
 #include <vector>
 
 #include "spaces/draw.h"
+#include "spaces/serving.h"
 #include "warmup/contract.h"
 #include "warmup/error.h"
 #include "warmup/model_config.h"
@@ -57,15 +63,6 @@ struct InputSpace {
   // Evaluates warmup_inputs(key) of kernel.
   std::function<WarmupFacts(const Kernel& kernel, const CompileKey& key)> run_warmup;
 };
-
-// The entries of every kernel that has an input space, in registry order (spaces/spaces.cpp).
-const std::vector<InputSpace>& input_spaces();
-// nullptr when the kernel has no input space.
-const InputSpace* find_input_space(std::string_view kernel);
-
-// Maps a kernel's Args to its description; each spaces/<stem>.h specialises it.
-template <class Args>
-struct SpaceOf;
 
 // The contract behind a type-erased kernel; throws Error when kernel is not a Contract<Args>.
 template <class Args>

@@ -1,18 +1,14 @@
-// The catalogue: one list, concatenated from the per-kernel files.
+// The catalogue: the mutants of the kernel table's rows, concatenated.
 #include "equivalence/mutants/catalogue.h"
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 
 namespace warmkey::equivalence {
 
 const std::vector<Mutant>& mutant_catalogue() {
   static const std::vector<Mutant> all = [] {
     std::vector<Mutant> out;
-    for (auto* part : {&routing_mutants, &count_expert_tokens_mutants, &moe_mul_sum_mutants}) {
-      for (auto& m : part()) {
-        if (builtin_registry().find(m.kernel) != nullptr) out.push_back(std::move(m));
-      }
-    }
+    for (const KernelDescriptor& row : kernel_table()) out.insert(out.end(), row.mutants.begin(), row.mutants.end());
     return out;
   }();
   return all;

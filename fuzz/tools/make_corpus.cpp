@@ -9,7 +9,7 @@
 #include <string>
 
 #include "equivalence/warm_set.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "spaces/byte_draw.h"
 #include "spaces/config.h"
 #include "warmup/source_set.h"
@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   const std::size_t max_files = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
   equivalence::WarmSetCache cache;
-  for (const spaces::InputSpace& space : spaces::input_spaces()) {
-    const Kernel* kernel = builtin_registry().find(space.kernel);
-    if (kernel == nullptr) continue;
+  for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
+    const spaces::InputSpace& space = *row->space;
+    const Kernel* kernel = &row->contract();
     fs::path dir = root / space.kernel;
     fs::create_directories(dir);
     std::set<std::string> reached;

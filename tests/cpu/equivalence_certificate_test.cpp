@@ -5,14 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/verify.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 
 namespace warmkey::equivalence {
 namespace {
 
 TEST(CoverageCertificate, everyEmbeddedConfigHasEveryReachableJitKeyWarmed) {
   for (const std::string& name : embedded_config_names()) {
-    Certificate c = make_certificate(builtin_registry(), load_config(name));
+    Certificate c = make_certificate(equivalence::builtin_registry(), load_config(name));
     EXPECT_TRUE(c.all_warmed()) << c.to_text();
     for (const auto& k : c.kernels) {
       EXPECT_FALSE(k.truncated) << k.kernel << " under " << name;
@@ -26,7 +26,7 @@ TEST(CoverageCertificate, everyEmbeddedConfigHasEveryReachableJitKeyWarmed) {
 }
 
 TEST(CoverageCertificate, dsv4FlashJsonNamesClassesKeysAndVerdictPerKernel) {
-  Certificate c = make_certificate(builtin_registry(), load_config("dsv4-flash"));
+  Certificate c = make_certificate(equivalence::builtin_registry(), load_config("dsv4-flash"));
   const nlohmann::json j = c.to_json();
   EXPECT_EQ(j["config"], "dsv4-flash");
   EXPECT_EQ(j["all_warmed"], "yes");
@@ -41,7 +41,7 @@ TEST(CoverageCertificate, dsv4FlashJsonNamesClassesKeysAndVerdictPerKernel) {
 }
 
 TEST(CoverageCertificate, aMissedBucketIsUncoveredWithTheClassThatReachesIt) {
-  Certificate c = make_certificate(builtin_registry(), load_config("dsv4-flash"), std::string("moe_mul_sum"),
+  Certificate c = make_certificate(equivalence::builtin_registry(), load_config("dsv4-flash"), std::string("moe_mul_sum"),
                                    equivalence::find_mutant("moe_mul_sum.warmup_misses_large_tile"));
   EXPECT_FALSE(c.all_warmed());
   ASSERT_EQ(c.kernels.size(), 1u);

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/verify.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "spaces/byte_draw.h"
 
 namespace warmkey::equivalence {
@@ -23,7 +23,7 @@ VerifyReport run(const std::string& mutant, const std::string& config = "dsv4-fl
   o.seed = 77;
   o.classes = classes;
   o.determinism = false;
-  return run_verify(builtin_registry(), o);
+  return run_verify(equivalence::builtin_registry(), o);
 }
 
 // The first violation of property p found by the given phase ("random case", "warmup key"...).
@@ -112,7 +112,7 @@ TEST(ViolationReport, theReportedInputReplaysTheViolationAlone) {
   o.kernel = "count_expert_tokens";
   o.input = spaces::from_hex(hex);
   o.determinism = false;
-  VerifyReport again = run_verify(builtin_registry(), o);
+  VerifyReport again = run_verify(equivalence::builtin_registry(), o);
   const Violation* w = find(again, Property::P4, "--input");
   ASSERT_NE(w, nullptr) << again.to_text();
   EXPECT_EQ(w->input, v->input);
@@ -142,7 +142,7 @@ TEST(VerifyReportJson, hasTheFieldsCiReads) {
   VerifyOptions o;
   o.cases = 50;
   o.seed = 3;
-  VerifyReport r = run_verify(builtin_registry(), o);
+  VerifyReport r = run_verify(equivalence::builtin_registry(), o);
   const nlohmann::json j = r.to_json();
   EXPECT_EQ(j["config"], "dsv4-flash");
   EXPECT_EQ(j["cases"], 50);

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "equivalence/verify.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -37,7 +37,7 @@ struct Outcome {
 };
 
 Outcome run_mutant(const equivalence::Mutant& m) {
-  VerifyReport r = run_verify(builtin_registry(), options_for(&m, m.kernel, m.config));
+  VerifyReport r = run_verify(equivalence::builtin_registry(), options_for(&m, m.kernel, m.config));
   Outcome out;
   out.fired = r.fired();
   for (const auto& p : m.caught_by) {
@@ -90,7 +90,7 @@ TEST(MutantCatalogue, theRealKernelsPassTheSameRuns) {
   for (const auto& [kernel, config] : runs) {
     VerifyOptions o = options_for(nullptr, kernel, config);
     o.compile = true;
-    VerifyReport r = run_verify(builtin_registry(), o);
+    VerifyReport r = run_verify(equivalence::builtin_registry(), o);
     EXPECT_EQ(r.violation_count(), 0u) << r.to_text();
   }
 }

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/determinism.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "replay/replay_pipeline.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/disk_cache.h"
@@ -95,7 +95,7 @@ int run(const RunCliOptions& o) {
     write_output("--save-trace", o.save_trace, trace.to_jsonl());
   }
 
-  const equivalence::RunReport report = equivalence::run_pipeline(builtin_registry(), r);
+  const equivalence::RunReport report = equivalence::run_pipeline(equivalence::builtin_registry(), r);
   if (!o.junit.empty()) write_output("--junit", o.junit, report.to_junit());
   if (o.json) {
     std::cout << report.to_json().dump(2) << '\n';

@@ -1,5 +1,5 @@
 // `warmkey verify`: runs properties P1-P5 and P7 (PC and P6 on request) over every registered kernel
-// with the generators of fuzz/gen, writes coverage certificates, and selects seeded mutants.
+// with the generators of spaces/, writes coverage certificates, and selects seeded mutants.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -12,7 +12,7 @@
 
 #include "equivalence/determinism.h"
 #include "equivalence/verify.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "spaces/byte_draw.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/error.h"
@@ -114,7 +114,7 @@ int run(const VerifyCliOptions& o) {
       throw InputError(str_cat("--mutant: unknown mutant '", o.mutant, "' (known: ", known, ")"));
     }
   }
-  equivalence::VerifyReport report = equivalence::run_verify(builtin_registry(), v);
+  equivalence::VerifyReport report = equivalence::run_verify(equivalence::builtin_registry(), v);
   if (!o.certificate.empty()) write_certificate(o.certificate, report);
   if (o.json) {
     std::cout << report.to_json().dump(2) << '\n';

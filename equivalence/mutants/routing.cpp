@@ -1,5 +1,5 @@
 // Seeded mutants of the routing kernels (dsv4_topk, eplb_map, moe_align).
-#include "equivalence/mutants/catalogue.h"
+#include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
 #include "kernels/dsv4_topk/dsv4_topk.h"
 #include "kernels/eplb_map/eplb_map.h"
@@ -76,9 +76,21 @@ class WarmupMissesLargeBatch : public Wrap<MoeAlignArgs> {
   }
 };
 
+// #3: a constexpr recomputed from a warmup tensor's small shape: warmup builds one token for
+// every key, so launch_spec picks the one-warp binary whatever num_warps the key names.
+class WarmupOneToken : public Wrap<MoeAlignArgs> {
+ public:
+  using Wrap::Wrap;
+  Args warmup_inputs(const CompileKey& k) const override {
+    Args a = real().warmup_inputs(k);
+    a.topk_ids = Tensor::meta(a.topk_ids.dtype(), {1, a.topk_ids.dim() == 2 ? a.topk_ids.size(1) : 1});
+    return a;
+  }
+};
+
 }  // namespace
 
-std::vector<Mutant> routing_mutants() {
+std::vector<Mutant> dsv4_topk_mutants() {
   return {
       {"dsv4_topk.dispatch_forgets_vl_flag",
        "dsv4_topk",
@@ -104,6 +116,11 @@ std::vector<Mutant> routing_mutants() {
        "",
        false,
        make_mutant<WarmupOnlyAlignedLogits>()},
+  };
+}
+
+std::vector<Mutant> eplb_map_mutants() {
+  return {
       {"eplb_map.warmup_maps_i32",
        "eplb_map",
        2,
@@ -120,6 +137,11 @@ std::vector<Mutant> routing_mutants() {
        "dsv4-flash-ep8-eplb",
        false,
        make_mutant<KeyHoldsRawExperts>()},
+  };
+}
+
+std::vector<Mutant> moe_align_mutants() {
+  return {
       {"moe_align.warmup_misses_large_batch",
        "moe_align",
        11,
@@ -128,6 +150,14 @@ std::vector<Mutant> routing_mutants() {
        "",
        false,
        make_mutant<WarmupMissesLargeBatch>()},
+      {"moe_align.warmup_one_token",
+       "moe_align",
+       3,
+       "warmup_inputs builds one token for every key, so launch_spec derives num_warps from that shape",
+       {"P1"},
+       "",
+       false,
+       make_mutant<WarmupOneToken>()},
   };
 }
 

@@ -1,7 +1,7 @@
 // Seeded mutants of moe_mul_sum: each wraps the real contract and breaks one thing.
 #include <memory>
 
-#include "equivalence/mutants/catalogue.h"
+#include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 

@@ -1,5 +1,5 @@
 // Seeded mutants of count_expert_tokens: each wraps the real contract and breaks one thing.
-#include "equivalence/mutants/catalogue.h"
+#include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 
