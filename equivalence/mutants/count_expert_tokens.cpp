@@ -1,7 +1,7 @@
 // Seeded mutants of count_expert_tokens: each wraps the real contract and breaks one thing.
+#include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
-#include "kernels/count_expert_tokens/count_expert_tokens.h"
 
 namespace warmkey::equivalence {
 namespace {
