@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 
