@@ -52,7 +52,7 @@ for jobs in "${jobs_list[@]}"; do
   walls=$(printf '%s\n' "${rows[@]}" | awk '{ printf "%s%s", sep, $1; sep = "," }')
   median=$(printf '%s\n' "${rows[@]}" | sort -n -k1,1 | sed -n "$(((repeat + 1) / 2))p")
   read -r wall cpu keys compiled programs batch failed <<< "$median"
-  per_key=$(awk -v w="$wall" -v k="$compiled" 'BEGIN { printf "%.1f", k > 0 ? 1000 * w / k : 0 }')
+  per_key=$(awk -v w="$wall" -v k="$compiled" 'BEGIN { printf "%.1f", (k > 0 ? 1000 * w / k : 0) }')
   printf '%5s %8s %8s %9s %6s %9s %9s %6s %6s %s\n' "$jobs" "$wall" "$cpu" "$per_key" "$keys" "$compiled" \
     "$programs" "$batch" "$failed" "$walls"
 done
