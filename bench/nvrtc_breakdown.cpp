@@ -6,6 +6,11 @@
 //
 //   nvrtc_breakdown [--config dsv4-flash] [--kernel K] [--batch N] [--trace DIR]
 //                   [--dump DIR] [--set "opt1 opt2"]... [--repeat R]
+//   nvrtc_breakdown --schedule J [--old-policy] [--batch N] [--set "..."]
+//
+// --schedule J compiles the programs a warmup with J jobs makes (warmup/schedule.h; with
+// --old-policy, the first policy's: 16 keys a program, kernel by kernel), one after another, and
+// prints each program's CPU seconds and the start-to-finish time of that list on J idle workers.
 //
 // Each --set is one whole option list (arch and -I are added), measured in turn; "default" (the
 // default) is the runtime's own (CompileTarget's options). Measure cold: no driver is loaded here, but on a GPU host
@@ -28,6 +33,7 @@
 #include "warmup/compiler.h"
 #include "warmup/error.h"
 #include "warmup/orchestrator.h"
+#include "warmup/schedule.h"
 
 namespace warmkey {
 namespace {
@@ -52,7 +58,9 @@ struct Args {
   int batch = 0;  // 0: every key of a kernel in one program
   int repeat = 1;
   std::string trace_dir;
-  std::string dump_dir;  // writes each program's cubin there (<kernel>_<set>_<program>.cubin)
+  std::string dump_dir;            // writes each program's cubin there (<kernel>_<set>_<program>.cubin)
+  std::vector<int> schedule_jobs;  // --schedule J: the programs warmup/schedule.h makes for J jobs
+  bool old_policy = false;         // --old-policy: the programs of the first policy (16 per kernel)
   std::vector<std::string> sets;
 };
 
@@ -74,6 +82,10 @@ Args parse(int argc, char** argv) {
       a.repeat = std::stoi(value());
     else if (s == "--trace")
       a.trace_dir = value();
+    else if (s == "--schedule")
+      a.schedule_jobs.push_back(std::stoi(value()));
+    else if (s == "--old-policy")
+      a.old_policy = true;
     else if (s == "--dump")
       a.dump_dir = value();
     else if (s == "--set")
@@ -83,6 +95,70 @@ Args parse(int argc, char** argv) {
   }
   if (a.sets.empty()) a.sets.push_back("default");
   return a;
+}
+
+// Start-to-finish seconds of `costs` (in list order) on `jobs` workers that each take the next
+// program when free: the wall time of a warmup on `jobs` idle cores, contention aside.
+double list_makespan(const std::vector<double>& costs, int jobs) {
+  std::vector<double> free_at(static_cast<std::size_t>(std::max(1, jobs)), 0.0);
+  for (double c : costs) *std::min_element(free_at.begin(), free_at.end()) += c;
+  return *std::max_element(free_at.begin(), free_at.end());
+}
+
+// Compiles the programs a warmup would make for `jobs` jobs, one after another on this thread,
+// and prints each program's CPU seconds and the makespan of that list on `jobs` idle workers.
+int run_schedule(const Args& a, const Plan& plan, int jobs) {
+  std::vector<JitKey> keys;
+  std::vector<const KernelDef*> kernels;
+  std::set<std::string> seen;
+  CompileTarget target;
+  target.nvrtc_version = NvrtcCompiler::nvrtc_version();
+  if (a.sets[0] != "default") target.options = split_words(a.sets[0]);
+  for (const PlanEntry& e : plan.entries) {
+    JitKey k = make_jit_key(e.bound, target);
+    if (!seen.insert(k.digest()).second) continue;
+    keys.push_back(std::move(k));
+    kernels.push_back(e.bound.kernel);
+  }
+  std::vector<std::vector<std::size_t>> programs;
+  if (a.old_policy) {  // the first policy: each kernel's keys in plan order, 16 a program
+    std::vector<const KernelDef*> order;
+    std::map<const KernelDef*, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      if (groups[kernels[i]].empty()) order.push_back(kernels[i]);
+      groups[kernels[i]].push_back(i);
+    }
+    for (const KernelDef* d : order) {
+      const auto& g = groups[d];
+      for (std::size_t i = 0; i < g.size(); i += kMaxBatch)
+        programs.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(i),
+                              g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), i + kMaxBatch)));
+    }
+  } else {
+    programs = schedule_programs(kernels, jobs, a.batch > 0 ? static_cast<std::size_t>(a.batch) : 0);
+  }
+  std::printf("\n%s programs for %d jobs (%zu keys, %zu programs)\n", a.old_policy ? "first-policy" : "schedule.h",
+              jobs, keys.size(), programs.size());
+  std::printf("%5s %-22s %5s %9s %9s\n", "prog", "kernel", "keys", "cpu_s", "wall_s");
+  std::vector<double> costs;
+  double total = 0;
+  NvrtcCompiler compiler(target);
+  for (std::size_t p = 0; p < programs.size(); ++p) {
+    std::vector<JitKey> part;
+    for (std::size_t i : programs[p]) part.push_back(keys[i]);
+    const KernelDef& def = *kernels[programs[p][0]];
+    const double c0 = cpu_seconds();
+    const auto w0 = std::chrono::steady_clock::now();
+    compiler.compile_batch(def, part);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    const double cpu = cpu_seconds() - c0;
+    costs.push_back(cpu);
+    total += cpu;
+    std::printf("%5zu %-22s %5zu %9.3f %9.3f\n", p, def.name.c_str(), part.size(), cpu, wall);
+  }
+  std::printf("total CPU %.2f s; on %d idle workers in this order: %.2f s (ideal %.2f s)\n", total, jobs,
+              list_makespan(costs, jobs), total / std::max(1, jobs));
+  return 0;
 }
 
 int run(const Args& a) {
@@ -98,6 +174,10 @@ int run(const Args& a) {
   }
   std::printf("config %s: %zu JIT keys, %zu kernels, NVRTC %s\n", a.config.c_str(), plan.distinct_jit_keys(),
               by_kernel.size(), NvrtcCompiler::nvrtc_version().c_str());
+  if (!a.schedule_jobs.empty()) {
+    for (int jobs : a.schedule_jobs) run_schedule(a, plan, jobs);
+    return 0;
+  }
   for (std::size_t set_index = 0; set_index < a.sets.size(); ++set_index) {
     const std::string& set = a.sets[set_index];
     CompileTarget target;
