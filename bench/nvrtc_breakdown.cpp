@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "warmup/compiler.h"
 #include "warmup/error.h"
 #include "warmup/orchestrator.h"
@@ -162,7 +162,7 @@ int run_schedule(const Args& a, const Plan& plan, int jobs) {
 }
 
 int run(const Args& a) {
-  const Plan plan = plan_warmup(builtin_registry(), load_config(a.config),
+  const Plan plan = plan_warmup(equivalence::builtin_registry(), load_config(a.config),
                                 a.kernel.empty() ? std::nullopt : std::optional<std::string>(a.kernel));
   std::map<std::string, std::pair<const KernelDef*, std::vector<BoundKey>>> by_kernel;
   std::map<std::string, std::set<std::string>> seen;

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/arch.h"
 #include "warmup/orchestrator.h"
@@ -52,7 +52,7 @@ int run(const WarmupCliOptions& o) {
     ro.target.arch = arch;
     ro.compile_only = !device || *device != arch;  // keys for another GPU: compiled, never loaded
     JitRuntime rt(ro);
-    Plan plan = plan_warmup(builtin_registry(), config, kernel, rt.target());
+    Plan plan = plan_warmup(equivalence::builtin_registry(), config, kernel, rt.target());
     WarmupSummary s = run_warmup(plan, rt, wo);
     if (DiskCache* disk = rt.disk()) {
       for (const auto& report : disk->take_reports()) std::cerr << "warmkey: disk cache: " << report << "\n";
