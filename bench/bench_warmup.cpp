@@ -1,5 +1,7 @@
-// Warmup throughput: the same keys compiled as batched NVRTC programs and as one program per
-// key, in one run; and a warm restart (a second warmup over the same disk cache compiles 0 keys).
+// Warmup throughput: the same keys compiled as batched NVRTC programs (warmup/schedule.h's
+// policy) and as one program per key, in one run, with the driver's compute cache off; and a warm
+// restart (a second warmup over the same disk cache compiles 0 keys). bench/warmup_cold.sh takes
+// the cold figures of the `warmkey warmup` command itself, one process per run.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -89,4 +91,14 @@ BENCHMARK(BM_WarmRestart)->Iterations(3)->Unit(benchmark::kMillisecond)->UseReal
 }  // namespace
 }  // namespace warmkey
 
-BENCHMARK_MAIN();
+// Cold figures only: the NVIDIA driver's compute cache (~/.nv/ComputeCache), which NVRTC uses once
+// libcuda is loaded, would serve every compile after the first run from disk. Set before anything
+// loads the driver.
+int main(int argc, char** argv) {
+  ::setenv("CUDA_CACHE_DISABLE", "1", 1);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

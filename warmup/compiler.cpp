@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
@@ -85,6 +86,7 @@ void check_keys_agree(const KernelDef& def, const std::vector<JitKey>& keys) {
 }  // namespace
 
 NvrtcCompiler::NvrtcCompiler(CompileTarget target) : target_(std::move(target)) {
+  if (target_.arch.empty()) target_.arch = default_arch();
   target_.nvrtc_version = nvrtc_version();
 }
 

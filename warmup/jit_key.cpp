@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
@@ -72,7 +73,7 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
   k.kernel = def.name;
   k.entry = def.entry;
   k.source_digest = def.sources ? def.sources->digest(def.header) : std::string("none");
-  k.arch = target.arch;
+  k.arch = target.arch.empty() ? default_arch() : target.arch;
   k.nvrtc_version = target.nvrtc_version;
   k.options = target.options;
   k.block = bound.block;

@@ -14,8 +14,13 @@ namespace warmkey {
 
 // Compile target shared by every key of a runtime: architecture and NVRTC options.
 struct CompileTarget {
-  std::string arch = "sm_90";
-  std::vector<std::string> options = {"-std=c++17", "-lineinfo"};
+  // "sm_90"; empty: default_arch() (warmup/arch.h: the device's, else WARMKEY_ARCH's first, else
+  // sm_90), filled in by make_jit_key and the compiler.
+  std::string arch;
+  // -minimal: NVRTC leaves out texture, cudadevrt and device-launch declarations (no kernel uses
+  // them); same SASS, ~5 ms less per program (docs/PERFORMANCE.md). -lineinfo: source lines for
+  // profilers and compute-sanitizer (no compile time, ~2.8x the cubin bytes).
+  std::vector<std::string> options = {"-std=c++17", "-lineinfo", "-minimal"};
   std::string nvrtc_version;  // "13.0"; filled from nvrtcVersion() by the compiler
 };
 

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -15,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "warmup/arch.h"
 #include "warmup/error.h"
+#include "warmup/schedule.h"
 
 namespace warmkey {
 namespace {
-
-constexpr int kMaxBatch = 16;
 
 // Rethrows the exception in flight with `context` in front, keeping its warmkey type.
 [[noreturn]] void rethrow_with(const std::string& context) {
@@ -83,19 +82,6 @@ BoundKey bound_key_of(const Kernel& kernel, const CompileKey& key) {
   } catch (...) {
     rethrow_with(context_for(kernel, str_cat("warmup key ", key.to_string())));
   }
-}
-
-// Instantiations per NVRTC program: as many as kMaxBatch allows, whatever the job count. NVRTC's
-// cost is per program (parsing, and compiles from several threads largely serialise inside the
-// library), so fewer, larger programs win: on the H200 host (16 cores, 2026-11-29, dsv4-flash,
-// 98 keys) 7 programs of up to 16 keys took 0.37 s, 49 programs of up to 2 keys 2.33 s, and one
-// program per key 4-5 s (docs/PERFORMANCE.md). kMaxBatch bounds the tail one slow program adds.
-int choose_batch(const Plan& plan, int /*jobs*/) {
-  std::map<const Kernel*, std::unordered_set<BoundKey, BoundKeyHash>> per_kernel;
-  for (const auto& e : plan.entries) per_kernel[e.kernel].insert(e.bound);
-  std::size_t largest = 1;
-  for (const auto& [k, keys] : per_kernel) largest = std::max(largest, keys.size());
-  return static_cast<int>(std::clamp<std::size_t>(largest, 1, kMaxBatch));
 }
 
 std::string format_seconds(double s) {
@@ -163,6 +149,7 @@ Plan plan_warmup(const Registry& registry, const ModelConfig& config, const std:
   config.validate();
   CompileTarget t = target;
   if (t.nvrtc_version.empty()) t.nvrtc_version = NvrtcCompiler::nvrtc_version();
+  if (t.arch.empty()) t.arch = default_arch();
   Plan plan;
   plan.config = config;
   std::unordered_set<CompileKey, CompileKeyHash> seen;
@@ -183,7 +170,7 @@ Plan plan_warmup(const Registry& registry, const ModelConfig& config, const std:
 
 WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& options) {
   int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  int batch = options.batch > 0 ? options.batch : choose_batch(plan, jobs);
+  int batch = std::max(0, options.batch);  // 0: warmup/schedule.h decides
   std::vector<BoundKey> keys;
   keys.reserve(plan.entries.size());
   for (const auto& e : plan.entries) keys.push_back(e.bound);
@@ -203,6 +190,7 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
 
   WarmupSummary s;
   s.config = plan.config.name;
+  s.archs = {rt.target().arch};
   s.kernels = plan.kernels.size();
   s.kernel_names = plan.kernels;
   s.compile_keys = plan.entries.size();
@@ -214,7 +202,7 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
   s.failed = r.failed;
   s.programs = r.programs;
   s.jobs = jobs;
-  s.batch = batch;
+  s.batch = batch > 0 ? batch : static_cast<int>(auto_batch(r.compiled + r.failed, jobs));
   s.seconds = std::chrono::duration<double>(stop - start).count();
   s.failures = r.failures;
   return s;
@@ -222,6 +210,7 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
 
 nlohmann::json WarmupSummary::to_json() const {
   return {{"config", config},
+          {"archs", archs},
           {"kernels", kernels},
           {"kernel_names", kernel_names},
           {"compile_keys", compile_keys},
@@ -241,13 +230,30 @@ nlohmann::json WarmupSummary::to_json() const {
 std::string WarmupSummary::to_text() const {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.2f", seconds);
-  std::string out =
-      str_cat("warmup of config '", config, "': ", kernels, " kernels, ", compile_keys, " compile keys, ", keys,
-              " JIT keys in ", secs, " s (", programs, " NVRTC programs, ", jobs, " jobs, batch ", batch, ")\n");
+  std::string arch_list;
+  for (const auto& a : archs) arch_list += str_cat(arch_list.empty() ? "" : ",", a);
+  std::string out = str_cat("warmup of config '", config, "' for ", arch_list, ": ", kernels, " kernels, ",
+                            compile_keys, " compile keys, ", keys, " JIT keys in ", secs, " s (", programs,
+                            " NVRTC programs, ", jobs, " jobs, batch ", batch, ")\n");
   out += str_cat("  compiled ", compiled, ", L1 hits ", l1_hits, ", disk hits ", disk_hits, ", bundle hits ",
                  bundle_hits, ", failed ", failed, "\n");
   for (const auto& f : failures) out += str_cat("  FAILED: ", f, "\n");
   return out;
+}
+
+void WarmupSummary::add(const WarmupSummary& o) {
+  archs.insert(archs.end(), o.archs.begin(), o.archs.end());
+  compile_keys += o.compile_keys;
+  keys += o.keys;
+  compiled += o.compiled;
+  l1_hits += o.l1_hits;
+  disk_hits += o.disk_hits;
+  bundle_hits += o.bundle_hits;
+  failed += o.failed;
+  programs += o.programs;
+  batch = std::max(batch, o.batch);
+  seconds += o.seconds;
+  failures.insert(failures.end(), o.failures.begin(), o.failures.end());
 }
 
 }  // namespace warmkey

@@ -35,13 +35,14 @@ enum class ProgressMode { automatic, on, off };  // automatic: when stderr is a 
 
 struct WarmupOptions {
   int jobs = 0;  // 0: hardware concurrency
-  // Instantiations per NVRTC program; 0: the largest kernel's key count, at most 16.
+  // Instantiations per NVRTC program; 0: auto_batch (warmup/schedule.h) over the keys to compile.
   int batch = 0;
   ProgressMode progress = ProgressMode::automatic;
 };
 
 struct WarmupSummary {
   std::string config;
+  std::vector<std::string> archs;  // the architectures compiled for (one per add()ed summary)
   std::size_t kernels = 0;
   std::vector<std::string> kernel_names;
   std::size_t compile_keys = 0;  // plan entries (distinct CompileKeys)
@@ -56,6 +57,8 @@ struct WarmupSummary {
 
   nlohmann::json to_json() const;
   std::string to_text() const;
+  // Adds the counters, seconds and failures of a summary of the same config for another arch.
+  void add(const WarmupSummary& other);
 };
 
 // Compiles (or finds) every key of the plan. Compile failures are counted, not thrown.

@@ -9,7 +9,9 @@
 #include <thread>
 #include <unordered_set>
 
+#include "warmup/arch.h"
 #include "warmup/error.h"
+#include "warmup/schedule.h"
 #include "warmup/source_set.h"
 
 namespace warmkey {
@@ -17,7 +19,6 @@ namespace {
 
 constexpr char kBundleMagic[8] = {'W', 'K', 'B', 'U', 'N', 'D', 'L', 'E'};
 constexpr std::uint32_t kBundleVersion = 2;  // 2: each distinct cubin stored once
-constexpr std::size_t kMaxAutoBatch = 32;
 
 template <class T>
 void put_le(std::string& out, T v) {
@@ -103,7 +104,15 @@ struct JitRuntime::WarmState {
   }
 };
 
-JitRuntime::JitRuntime(RuntimeOptions options) : options_(std::move(options)), compiler_(options_.target) {
+namespace {
+// The target arch resolved against the device (warmup/arch.h); throws when the device cannot run it.
+RuntimeOptions with_arch(RuntimeOptions o) {
+  o.target.arch = resolve_arch(o.target.arch, device_arch(), env_archs(), o.compile_only);
+  return o;
+}
+}  // namespace
+
+JitRuntime::JitRuntime(RuntimeOptions options) : options_(with_arch(std::move(options))), compiler_(options_.target) {
   monitor_.set_mode(options_.mode);
   if (!options_.cache_dir) {
     disk_ = std::make_unique<DiskCache>(DiskCache::default_dir());
@@ -205,7 +214,7 @@ std::optional<CompiledKernel> JitRuntime::lookup_bundle(const JitKey& jk) {
 }
 
 void JitRuntime::after_resolve(const CompiledKernel& k) {
-  if (!options_.load_modules) return;
+  if (!options_.load_modules || options_.compile_only) return;
   Device& device = Device::instance();
   if (device.available()) device.function(k);
 }
@@ -234,21 +243,12 @@ std::shared_ptr<const CompiledKernel> JitRuntime::ready_entry(const BoundKey& bo
 }
 
 void JitRuntime::launch(const BoundKey& bound, const LaunchSpec& spec, Stream stream) {
+  if (options_.compile_only) throw DeviceError("JitRuntime::launch: this runtime is compile-only (it never launches)");
   std::shared_ptr<const CompiledKernel> k = get(bound, Phase::runtime);
   Device::instance().launch(*k, bound, spec, stream);
 }
 
 // ---- warm() ----
-
-namespace {
-
-// Instantiations per program when the caller leaves it to us: spread a kernel's keys over the jobs.
-std::size_t auto_batch(std::size_t keys, int jobs) {
-  std::size_t per = (keys + static_cast<std::size_t>(jobs) - 1) / static_cast<std::size_t>(jobs);
-  return std::clamp<std::size_t>(per, 1, kMaxAutoBatch);
-}
-
-}  // namespace
 
 void JitRuntime::compile_pending(const std::vector<Pending*>& batch, WarmState& state) {
   const KernelDef& def = *batch[0]->bound.kernel;
@@ -347,21 +347,13 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
     }
   }
 
-  // Group by kernel (one source per program), chunk, and compile on the pool.
-  std::vector<const KernelDef*> order;
-  std::unordered_map<const KernelDef*, std::vector<Pending*>> groups;
-  for (Pending& p : pending) {
-    auto& g = groups[p.bound.kernel];
-    if (g.empty()) order.push_back(p.bound.kernel);
-    g.push_back(&p);
-  }
+  // Programs of one kernel each, sized and ordered by warmup/schedule.h, compiled on the pool.
+  std::vector<const KernelDef*> kernel_of;
+  for (const Pending& p : pending) kernel_of.push_back(p.bound.kernel);
   std::vector<std::vector<Pending*>> batches;
-  for (const KernelDef* def : order) {
-    const auto& g = groups[def];
-    std::size_t per = batch > 0 ? static_cast<std::size_t>(batch) : auto_batch(g.size(), jobs);
-    for (std::size_t i = 0; i < g.size(); i += per)
-      batches.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(i),
-                           g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), i + per)));
+  for (const auto& program : schedule_programs(kernel_of, jobs, static_cast<std::size_t>(std::max(0, batch)))) {
+    auto& b = batches.emplace_back();
+    for (std::size_t i : program) b.push_back(&pending[i]);
   }
   std::atomic<std::size_t> next{0};
   auto work = [&] {

@@ -27,6 +27,9 @@ struct RuntimeOptions {
   MonitorMode mode = MonitorMode::warn;
   // With a GPU present, warmup also loads every compiled module (execute warmup).
   bool load_modules = true;
+  // Never loads or launches, so target.arch may name another GPU than the device's (a warmup or
+  // bundle for other machines). Otherwise construction fails when the device cannot run the target.
+  bool compile_only = false;
 };
 
 // Progress of a warm() call: keys done, keys total, the kernel of the key just finished.

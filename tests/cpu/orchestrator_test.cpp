@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/orchestrator.h"
 #include "warmup/source_set.h"
@@ -99,7 +100,7 @@ TEST(PlanWarmup, coversTheUsedKernelsInRegistryOrder) {
     EXPECT_EQ(e.kernel->name(), e.key.kernel());
     EXPECT_EQ(e.jit.kernel, e.key.kernel());
     EXPECT_EQ(e.jit.nvrtc_version, NvrtcCompiler::nvrtc_version());  // filled in when the target has none
-    EXPECT_EQ(e.jit.arch, "sm_90");
+    EXPECT_EQ(e.jit.arch, default_arch());  // filled in too: the device's, else WARMKEY_ARCH's, else sm_90
   }
 }
 
@@ -177,8 +178,9 @@ TEST(RunWarmup, compilesEveryKeyThenHitsL1) {
   EXPECT_EQ(s.compiled, 3U);
   EXPECT_EQ(s.kernels, 1U);
   EXPECT_EQ(s.jobs, 2);
-  EXPECT_EQ(s.batch, 3);  // every key of the largest kernel in one program (at most 16)
-  EXPECT_EQ(s.programs, 1U);
+  EXPECT_EQ(s.batch, 1);  // auto_batch(3 keys, 2 jobs): four programs per job wanted, one key each
+  EXPECT_EQ(s.programs, 3U);
+  EXPECT_EQ(s.archs, std::vector<std::string>{rt.target().arch});
 
   WarmupSummary again = run_warmup(p, rt, o);
   EXPECT_EQ(again.compiled, 0U);
@@ -225,6 +227,32 @@ TEST(RunWarmup, drawsProgressOnStderrWhenAsked) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
+TEST(WarmupSummary, addSumsTheSummariesOfSeveralArchitectures) {
+  WarmupSummary a, b;
+  a.config = b.config = "tiny";
+  a.archs = {"sm_90"};
+  b.archs = {"sm_100"};
+  a.keys = b.keys = 4;
+  a.compiled = 4;
+  b.disk_hits = 4;
+  a.programs = 2;
+  a.batch = 2;
+  b.batch = 1;
+  b.failures = {"x"};
+  b.failed = 1;
+  a.add(b);
+  EXPECT_EQ(a.archs, (std::vector<std::string>{"sm_90", "sm_100"}));
+  EXPECT_EQ(a.keys, 8U);
+  EXPECT_EQ(a.compiled, 4U);
+  EXPECT_EQ(a.disk_hits, 4U);
+  EXPECT_EQ(a.failed, 1U);
+  EXPECT_EQ(a.programs, 2U);
+  EXPECT_EQ(a.batch, 2);
+  EXPECT_EQ(a.failures, std::vector<std::string>{"x"});
+  EXPECT_NE(a.to_text().find("for sm_90,sm_100:"), std::string::npos) << a.to_text();
+  EXPECT_EQ(a.to_json()["archs"], nlohmann::json::array({"sm_90", "sm_100"}));
+}
+
 TEST(WarmupSummary, jsonHasEveryCounter) {
   WarmupSummary s;
   s.config = "tiny";
@@ -234,8 +262,8 @@ TEST(WarmupSummary, jsonHasEveryCounter) {
   s.disk_hits = 3;
   s.failures = {"boom"};
   nlohmann::json j = s.to_json();
-  for (const char* f : {"config", "kernels", "keys", "compiled", "l1_hits", "disk_hits", "bundle_hits", "failed",
-                        "programs", "seconds", "failures"}) {
+  for (const char* f : {"config", "archs", "kernels", "keys", "compiled", "l1_hits", "disk_hits", "bundle_hits",
+                        "failed", "programs", "seconds", "failures"}) {
     EXPECT_TRUE(j.contains(f)) << f;
   }
   EXPECT_EQ(j["config"], "tiny");

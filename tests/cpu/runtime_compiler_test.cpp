@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "warmup/arch.h"
 #include "warmup/compiler.h"
 #include "warmup/error.h"
 
@@ -37,7 +38,7 @@ TEST(NvrtcCompiler, versionIsMajorDotMinorAndFillsTheTarget) {
   EXPECT_TRUE(std::regex_match(NvrtcCompiler::nvrtc_version(), std::regex(R"(\d+\.\d+)")))
       << NvrtcCompiler::nvrtc_version();
   EXPECT_EQ(c.target().nvrtc_version, NvrtcCompiler::nvrtc_version());
-  EXPECT_EQ(c.target().arch, "sm_90");
+  EXPECT_EQ(c.target().arch, default_arch());  // the device's, else WARMKEY_ARCH's first, else sm_90
 }
 
 TEST(NvrtcCompiler, cudaIncludeDirPrefersCudaHome) {

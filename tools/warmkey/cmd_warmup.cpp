@@ -10,6 +10,7 @@
 
 #include "equivalence/kernel_table.h"
 #include "tools/warmkey/commands.h"
+#include "warmup/arch.h"
 #include "warmup/orchestrator.h"
 
 namespace warmkey::cli {
@@ -21,6 +22,7 @@ struct WarmupCliOptions {
   int jobs = 0;
   int batch = 0;
   std::string cache_dir;
+  std::string arch;  // "sm_90" or "sm_90,sm_100"; empty: WARMKEY_ARCH, else the device's, else sm_90
   bool json = false;
   bool no_progress = false;
 };
@@ -37,18 +39,30 @@ int run(const WarmupCliOptions& o) {
   ModelConfig config = load_config(o.config);
   std::optional<std::string> kernel;
   if (!o.kernel.empty()) kernel = o.kernel;
-  RuntimeOptions ro;
-  ro.cache_dir = cache_dir(o);
-  JitRuntime rt(ro);
-  Plan plan = plan_warmup(equivalence::builtin_registry(), config, kernel, rt.target());
+  const std::optional<std::string> device = device_arch();
+  const ArchChoice archs = warmup_archs(o.arch, device);
   WarmupOptions wo;
   wo.jobs = o.jobs;
   wo.batch = o.batch;
   wo.progress = o.no_progress ? ProgressMode::off : ProgressMode::automatic;
-  WarmupSummary s = run_warmup(plan, rt, wo);
-  if (DiskCache* disk = rt.disk()) {
-    for (const auto& report : disk->take_reports()) std::cerr << "warmkey: disk cache: " << report << "\n";
+  std::optional<WarmupSummary> total;
+  for (const std::string& arch : archs.archs) {  // one runtime per arch: the L1 holds one target
+    RuntimeOptions ro;
+    ro.cache_dir = cache_dir(o);
+    ro.target.arch = arch;
+    ro.compile_only = !device || *device != arch;  // keys for another GPU: compiled, never loaded
+    JitRuntime rt(ro);
+    Plan plan = plan_warmup(equivalence::builtin_registry(), config, kernel, rt.target());
+    WarmupSummary s = run_warmup(plan, rt, wo);
+    if (DiskCache* disk = rt.disk()) {
+      for (const auto& report : disk->take_reports()) std::cerr << "warmkey: disk cache: " << report << "\n";
+    }
+    if (total)
+      total->add(s);
+    else
+      total = std::move(s);
   }
+  const WarmupSummary& s = *total;
   if (o.json) {
     std::cout << s.to_json().dump(2) << "\n";
   } else {
@@ -69,6 +83,9 @@ void register_warmup_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 1024));
   sub->add_option("--cache-dir", o->cache_dir,
                   "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
+  sub->add_option("--arch", o->arch,
+                  "Architectures to compile for, e.g. sm_90 or sm_90,sm_100 (default: $WARMKEY_ARCH, else the "
+                  "device's, else sm_90); those other than the device's are compiled, not loaded");
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   sub->add_flag("--no-progress", o->no_progress, "Never draw the progress bar (default: only on a terminal)");
   sub->callback([o, exit_code] { *exit_code = run(*o); });

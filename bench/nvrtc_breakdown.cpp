@@ -1,0 +1,272 @@
+// Where NVRTC spends a cold warmup: every kernel's keys of a config compiled in programs of
+// --batch keys, one program at a time on one thread, with the given extra NVRTC options. Prints
+// per program and per kernel the wall and CPU seconds (CPU = user + sys of this process), the
+// cubin size and the keys. With --trace DIR, NVRTC also writes a -fdevice-time-trace JSON per
+// program there (open it in chrome://tracing or Perfetto).
+//
+//   nvrtc_breakdown [--config dsv4-flash] [--kernel K] [--batch N] [--trace DIR]
+//                   [--dump DIR] [--set "opt1 opt2"]... [--repeat R]
+//   nvrtc_breakdown --schedule J [--old-policy] [--batch N] [--set "..."]
+//
+// --schedule J compiles the programs a warmup with J jobs makes (warmup/schedule.h; with
+// --old-policy, the first policy's: 16 keys a program, kernel by kernel), one after another, and
+// prints each program's CPU seconds and the start-to-finish time of that list on J idle workers.
+//
+// Each --set is one whole option list (arch and -I are added), measured in turn; "default" (the
+// default) is the runtime's own (CompileTarget's options). Measure cold: no driver is loaded here, but on a GPU host
+// run with CUDA_CACHE_DISABLE=1.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "equivalence/kernel_table.h"
+#include "warmup/compiler.h"
+#include "warmup/error.h"
+#include "warmup/orchestrator.h"
+#include "warmup/schedule.h"
+
+namespace warmkey {
+namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream is(s);
+  std::vector<std::string> out;
+  for (std::string w; is >> w;) out.push_back(w);
+  return out;
+}
+
+struct Args {
+  std::string config = "dsv4-flash";
+  std::string kernel;
+  int batch = 0;  // 0: every key of a kernel in one program
+  int repeat = 1;
+  std::string trace_dir;
+  std::string dump_dir;            // writes each program's cubin there (<kernel>_<set>_<program>.cubin)
+  std::vector<int> schedule_jobs;  // --schedule J: the programs warmup/schedule.h makes for J jobs
+  bool old_policy = false;         // --old-policy: the programs of the first policy (16 per kernel)
+  std::vector<std::string> sets;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw InputError(str_cat("nvrtc_breakdown: ", s, " needs a value"));
+      return argv[++i];
+    };
+    if (s == "--config")
+      a.config = value();
+    else if (s == "--kernel")
+      a.kernel = value();
+    else if (s == "--batch")
+      a.batch = std::stoi(value());
+    else if (s == "--repeat")
+      a.repeat = std::stoi(value());
+    else if (s == "--trace")
+      a.trace_dir = value();
+    else if (s == "--schedule")
+      a.schedule_jobs.push_back(std::stoi(value()));
+    else if (s == "--old-policy")
+      a.old_policy = true;
+    else if (s == "--dump")
+      a.dump_dir = value();
+    else if (s == "--set")
+      a.sets.push_back(value());
+    else
+      throw InputError(str_cat("nvrtc_breakdown: unknown argument '", s, "'"));
+  }
+  if (a.sets.empty()) a.sets.push_back("default");
+  return a;
+}
+
+// Start-to-finish seconds of `costs` (in list order) on `jobs` workers that each take the next
+// program when free: the wall time of a warmup on `jobs` idle cores, contention aside.
+double list_makespan(const std::vector<double>& costs, int jobs) {
+  std::vector<double> free_at(static_cast<std::size_t>(std::max(1, jobs)), 0.0);
+  for (double c : costs) *std::min_element(free_at.begin(), free_at.end()) += c;
+  return *std::max_element(free_at.begin(), free_at.end());
+}
+
+// Compiles the programs a warmup would make for `jobs` jobs, one after another on this thread,
+// and prints each program's CPU seconds and the makespan of that list on `jobs` idle workers.
+int run_schedule(const Args& a, const Plan& plan, int jobs) {
+  std::vector<JitKey> keys;
+  std::vector<const KernelDef*> kernels;
+  std::set<std::string> seen;
+  CompileTarget target;
+  target.nvrtc_version = NvrtcCompiler::nvrtc_version();
+  if (a.sets[0] != "default") target.options = split_words(a.sets[0]);
+  for (const PlanEntry& e : plan.entries) {
+    JitKey k = make_jit_key(e.bound, target);
+    if (!seen.insert(k.digest()).second) continue;
+    keys.push_back(std::move(k));
+    kernels.push_back(e.bound.kernel);
+  }
+  std::vector<std::vector<std::size_t>> programs;
+  if (a.old_policy) {  // the first policy: each kernel's keys in plan order, 16 a program
+    std::vector<const KernelDef*> order;
+    std::map<const KernelDef*, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < kernels.size(); ++i) {
+      if (groups[kernels[i]].empty()) order.push_back(kernels[i]);
+      groups[kernels[i]].push_back(i);
+    }
+    for (const KernelDef* d : order) {
+      const auto& g = groups[d];
+      for (std::size_t i = 0; i < g.size(); i += kMaxBatch)
+        programs.emplace_back(g.begin() + static_cast<std::ptrdiff_t>(i),
+                              g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), i + kMaxBatch)));
+    }
+  } else {
+    programs = schedule_programs(kernels, jobs, a.batch > 0 ? static_cast<std::size_t>(a.batch) : 0);
+  }
+  std::printf("\n%s programs for %d jobs (%zu keys, %zu programs)\n", a.old_policy ? "first-policy" : "schedule.h",
+              jobs, keys.size(), programs.size());
+  std::printf("%5s %-22s %5s %9s %9s\n", "prog", "kernel", "keys", "cpu_s", "wall_s");
+  std::vector<double> costs;
+  double total = 0;
+  NvrtcCompiler compiler(target);
+  for (std::size_t p = 0; p < programs.size(); ++p) {
+    std::vector<JitKey> part;
+    for (std::size_t i : programs[p]) part.push_back(keys[i]);
+    const KernelDef& def = *kernels[programs[p][0]];
+    const double c0 = cpu_seconds();
+    const auto w0 = std::chrono::steady_clock::now();
+    compiler.compile_batch(def, part);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    const double cpu = cpu_seconds() - c0;
+    costs.push_back(cpu);
+    total += cpu;
+    std::printf("%5zu %-22s %5zu %9.3f %9.3f\n", p, def.name.c_str(), part.size(), cpu, wall);
+  }
+  std::printf("total CPU %.2f s; on %d idle workers in this order: %.2f s (ideal %.2f s)\n", total, jobs,
+              list_makespan(costs, jobs), total / std::max(1, jobs));
+  return 0;
+}
+
+int run(const Args& a) {
+  const Plan plan = plan_warmup(equivalence::builtin_registry(), load_config(a.config),
+                                a.kernel.empty() ? std::nullopt : std::optional<std::string>(a.kernel));
+  std::map<std::string, std::pair<const KernelDef*, std::vector<BoundKey>>> by_kernel;
+  std::map<std::string, std::set<std::string>> seen;
+  for (const PlanEntry& e : plan.entries) {
+    if (!seen[e.kernel->name()].insert(e.jit.digest()).second) continue;
+    auto& slot = by_kernel[e.kernel->name()];
+    slot.first = e.bound.kernel;
+    slot.second.push_back(e.bound);
+  }
+  std::printf("config %s: %zu JIT keys, %zu kernels, NVRTC %s\n", a.config.c_str(), plan.distinct_jit_keys(),
+              by_kernel.size(), NvrtcCompiler::nvrtc_version().c_str());
+  if (!a.schedule_jobs.empty()) {
+    for (int jobs : a.schedule_jobs) run_schedule(a, plan, jobs);
+    return 0;
+  }
+  for (std::size_t set_index = 0; set_index < a.sets.size(); ++set_index) {
+    const std::string& set = a.sets[set_index];
+    CompileTarget target;
+    target.nvrtc_version = NvrtcCompiler::nvrtc_version();
+    if (set != "default") target.options = split_words(set);
+    std::printf("\noptions: %s\n",
+                [&] {
+                  std::string o;
+                  for (const auto& w : target.options) o += w + " ";
+                  return o;
+                }()
+                    .c_str());
+    std::printf("%-22s %5s %5s %9s %9s %9s %10s\n", "kernel", "prog", "keys", "wall_s", "cpu_s", "ms/key", "cubin_KiB");
+    double total_wall = 0, total_cpu = 0;
+    std::size_t total_keys = 0;
+    for (const auto& [name, entry] : by_kernel) {
+      const auto& [def, bounds] = entry;
+      std::vector<JitKey> keys;
+      for (const BoundKey& b : bounds) keys.push_back(make_jit_key(b, target));
+      std::size_t per = a.batch > 0 ? static_cast<std::size_t>(a.batch) : keys.size();
+      double best_wall = 1e30, best_cpu = 1e30;
+      std::size_t cubin_bytes = 0, programs = 0;
+      for (int r = 0; r < a.repeat; ++r) {
+        double kernel_wall = 0, kernel_cpu = 0;
+        cubin_bytes = 0;
+        programs = 0;
+        for (std::size_t i = 0; i < keys.size(); i += per) {
+          std::vector<JitKey> part(keys.begin() + static_cast<std::ptrdiff_t>(i),
+                                   keys.begin() + static_cast<std::ptrdiff_t>(std::min(keys.size(), i + per)));
+          if (!a.trace_dir.empty()) {
+            std::filesystem::create_directories(a.trace_dir);
+            for (JitKey& k : part)
+              k.options.push_back(str_cat("-fdevice-time-trace=", a.trace_dir, "/", name, "_", programs, ".json"));
+          }
+          NvrtcCompiler compiler(target);
+          const double c0 = cpu_seconds();
+          const auto w0 = std::chrono::steady_clock::now();
+          std::vector<CompiledKernel> out;
+          try {
+            out = compiler.compile_batch(*def, part);
+          } catch (const CompileError& e) {
+            std::string what = e.what();
+            std::size_t log = what.find("NVRTC log:");
+            std::printf("%-22s failed: %s\n", name.c_str(), what.substr(log == std::string::npos ? 0 : log).c_str());
+            return 1;
+          }
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+          const double cpu = cpu_seconds() - c0;
+          if (!a.dump_dir.empty()) {
+            std::filesystem::create_directories(a.dump_dir);
+            std::string file = str_cat(a.dump_dir, "/", name, "_", set_index, "_", programs, ".cubin");
+            if (FILE* f = std::fopen(file.c_str(), "wb")) {
+              std::fwrite(out[0].cubin->data(), 1, out[0].cubin->size(), f);
+              std::fclose(f);
+            }
+          }
+          kernel_wall += wall;
+          kernel_cpu += cpu;
+          cubin_bytes += out[0].cubin->size();
+          if (a.repeat == 1 && per < keys.size())
+            std::printf("  %-20s %5zu %5zu %9.3f %9.3f %9.1f %10.1f  %s\n", name.c_str(), programs, part.size(), wall,
+                        cpu, 1e3 * cpu / static_cast<double>(part.size()),
+                        static_cast<double>(out[0].cubin->size()) / 1024,
+                        part.size() == 1 ? part[0].signature_text().c_str() : "");
+          ++programs;
+        }
+        best_wall = std::min(best_wall, kernel_wall);
+        best_cpu = std::min(best_cpu, kernel_cpu);
+      }
+      std::printf("%-22s %5zu %5zu %9.3f %9.3f %9.1f %10.1f\n", name.c_str(), programs, keys.size(), best_wall,
+                  best_cpu, 1e3 * best_cpu / static_cast<double>(keys.size()), static_cast<double>(cubin_bytes) / 1024);
+      total_wall += best_wall;
+      total_cpu += best_cpu;
+      total_keys += keys.size();
+    }
+    std::printf("%-22s %5s %5zu %9.3f %9.3f %9.1f\n", "total", "", total_keys, total_wall, total_cpu,
+                1e3 * total_cpu / static_cast<double>(total_keys));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace warmkey
+
+int main(int argc, char** argv) {
+  try {
+    return warmkey::run(warmkey::parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvrtc_breakdown: %s\n", e.what());
+    return 2;
+  }
+}

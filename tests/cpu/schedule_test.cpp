@@ -1,0 +1,147 @@
+// Warmup scheduling: the one batch-size policy, program packing and the longest-first order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "tests/cpu/runtime_axpy.h"
+#include "warmup/runtime.h"
+#include "warmup/schedule.h"
+
+namespace warmkey {
+namespace {
+
+// Two kernels whose headers differ in size: "big" keys are estimated dearer than "small" ones.
+const SourceSet& sources() {
+  static const SourceSet s = [] {
+    SourceSet set;
+    set.add("small.cuh", std::string(1000, ' '));
+    set.add("big.cuh", std::string(8000, ' '));
+    return set;
+  }();
+  return s;
+}
+KernelDef def(const char* name, const char* header) {
+  KernelDef d;
+  d.name = name;
+  d.header = header;
+  d.sources = &sources();
+  return d;
+}
+const KernelDef kSmall = def("small", "small.cuh");
+const KernelDef kBig = def("big", "big.cuh");
+
+std::vector<const KernelDef*> keys_of(std::size_t small, std::size_t big) {
+  std::vector<const KernelDef*> out;
+  for (std::size_t i = 0; i < std::max(small, big); ++i) {  // interleaved, as a plan lists them
+    if (i < small) out.push_back(&kSmall);
+    if (i < big) out.push_back(&kBig);
+  }
+  return out;
+}
+
+TEST(Schedule, autoBatchAimsAtFourProgramsPerJobAndAtMostSixteenKeys) {
+  EXPECT_EQ(auto_batch(98, 2), 13U);  // dsv4-flash on 2 cores: about 10 programs
+  EXPECT_EQ(auto_batch(98, 4), 7U);
+  EXPECT_EQ(auto_batch(98, 16), 2U);
+  EXPECT_EQ(auto_batch(98, 64), 1U);
+  EXPECT_EQ(auto_batch(98, 1), kMaxBatch);  // one job: the fewest programs
+  EXPECT_EQ(auto_batch(1000, 2), kMaxBatch);
+  EXPECT_EQ(auto_batch(0, 4), 1U);
+  EXPECT_EQ(auto_batch(5, 0), kMaxBatch);  // jobs below 1 count as one
+}
+
+TEST(Schedule, everyKeyLandsInExactlyOneProgramOfItsOwnKernel) {
+  for (int jobs : {1, 2, 3, 4, 8, 16, 64}) {
+    for (std::size_t batch : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{16}}) {
+      const auto kernels = keys_of(30, 11);
+      const auto programs = schedule_programs(kernels, jobs, batch);
+      const std::size_t per = batch > 0 ? batch : auto_batch(kernels.size(), jobs);
+      std::multiset<std::size_t> seen;
+      std::map<const KernelDef*, std::vector<std::size_t>> sizes;
+      for (const auto& p : programs) {
+        ASSERT_FALSE(p.empty());
+        EXPECT_LE(p.size(), per);
+        EXPECT_TRUE(std::is_sorted(p.begin(), p.end()));  // input order within a program
+        for (std::size_t i : p) {
+          seen.insert(i);
+          EXPECT_EQ(kernels[i], kernels[p[0]]) << "a program mixes kernels";
+        }
+        sizes[kernels[p[0]]].push_back(p.size());
+      }
+      ASSERT_EQ(seen.size(), kernels.size());
+      for (std::size_t i = 0; i < kernels.size(); ++i) EXPECT_EQ(seen.count(i), 1U) << i;
+      for (const auto& [k, s] : sizes) {  // the fewest programs, evenly filled
+        std::size_t n = k == &kSmall ? 30 : 11;
+        EXPECT_EQ(s.size(), (n + per - 1) / per) << k->name;
+        EXPECT_LE(*std::max_element(s.begin(), s.end()) - *std::min_element(s.begin(), s.end()), 1U) << k->name;
+      }
+    }
+  }
+}
+
+TEST(Schedule, programsComeLongestFirstAndKeepEveryJobBusy) {
+  const auto kernels = keys_of(30, 11);
+  // 16 jobs: at least one program per job, the big kernel's (dearer) programs first.
+  auto programs = schedule_programs(kernels, 16, 0);
+  EXPECT_GE(programs.size(), 16U);
+  double last = 1e300;
+  for (const auto& p : programs) {
+    const double cost = static_cast<double>(p.size()) * estimated_key_cost(*kernels[p[0]]);
+    EXPECT_LE(cost, last);  // every program also pays the same fixed part
+    last = cost;
+  }
+  EXPECT_EQ(kernels[programs.front()[0]], &kBig);
+  // 2 jobs: about four programs per job, not one per kernel.
+  programs = schedule_programs(kernels, 2, 0);
+  EXPECT_GE(programs.size(), 6U);
+  EXPECT_LE(programs.size(), 10U);
+  // Round-robin: neighbouring keys of one kernel go to different programs.
+  for (const auto& p : programs) {
+    for (std::size_t j = 1; j < p.size(); ++j) EXPECT_GT(p[j] - p[j - 1], 2U);
+  }
+}
+
+TEST(Schedule, keysWithoutAKernelAreSkipped) {
+  std::vector<const KernelDef*> kernels{nullptr, &kSmall, nullptr, &kSmall};
+  const auto programs = schedule_programs(kernels, 1, 0);
+  ASSERT_EQ(programs.size(), 1U);
+  EXPECT_EQ(programs[0], (std::vector<std::size_t>{1, 3}));
+  EXPECT_TRUE(schedule_programs({}, 4, 0).empty());
+}
+
+TEST(Schedule, keyCostIsTheKernelsOwnHeaderSize) {
+  EXPECT_EQ(estimated_key_cost(kSmall), 1000.0);
+  EXPECT_EQ(estimated_key_cost(kBig), 8000.0);
+  KernelDef no_sources;
+  EXPECT_GT(estimated_key_cost(no_sources), 0.0);
+}
+
+// The runtime uses the same policy: 8 keys on 2 jobs with the batch left open make
+// ceil(8 / auto_batch(8, 2)) = 8 programs of one key; with one job, one program of 8.
+TEST(Schedule, theRuntimeFollowsThePolicy) {
+  std::vector<BoundKey> keys;
+  for (int s = 1; s <= 8; ++s) keys.push_back(test_axpy::key(64, s));
+  {
+    RuntimeOptions o;
+    o.cache_dir = std::filesystem::path();
+    o.mode = MonitorMode::off;
+    JitRuntime rt(o);
+    WarmResult r = rt.warm(keys, 2, 0);
+    EXPECT_EQ(r.compiled, 8U);
+    EXPECT_EQ(r.programs, 8U / auto_batch(8, 2));
+  }
+  {
+    RuntimeOptions o;
+    o.cache_dir = std::filesystem::path();
+    o.mode = MonitorMode::off;
+    JitRuntime rt(o);
+    WarmResult r = rt.warm(keys, 1, 0);
+    EXPECT_EQ(r.compiled, 8U);
+    EXPECT_EQ(r.programs, 1U);
+  }
+}
+
+}  // namespace
+}  // namespace warmkey
