@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "warmup/error.h"
+#include "warmup/le_codec.h"
 #include "warmup/source_set.h"
 
 namespace warmkey {
@@ -18,40 +19,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'W', 'K', 'C', 'U', 'B', 'I', 'N', '\0'};
-
-template <class T>
-void put_le(std::string& out, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-// Bounds-checked little-endian reader over a byte string.
-class Reader {
- public:
-  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
-  std::size_t pos() const { return pos_; }
-  std::size_t left() const { return bytes_.size() - pos_; }
-
-  template <class T>
-  bool get(T* v) {
-    if (left() < sizeof(T)) return false;
-    T out = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i)
-      out |= static_cast<T>(static_cast<unsigned char>(bytes_[pos_ + i])) << (8 * i);
-    pos_ += sizeof(T);
-    *v = out;
-    return true;
-  }
-  bool get_bytes(std::uint64_t n, std::string* out) {
-    if (left() < n) return false;
-    out->assign(bytes_, pos_, static_cast<std::size_t>(n));
-    pos_ += static_cast<std::size_t>(n);
-    return true;
-  }
-
- private:
-  const std::string& bytes_;
-  std::size_t pos_ = 0;
-};
 
 std::optional<DiskCache::RawEntry> reject(std::string* why, std::string msg) {
   if (why != nullptr) *why = std::move(msg);
@@ -152,19 +119,19 @@ std::string DiskCache::serialize(const CompiledKernel& entry) {
   const std::string text = entry.key.text();
   const std::string& cubin = entry.cubin ? *entry.cubin : std::string();
   std::string out(kMagic, sizeof kMagic);
-  put_le<std::uint32_t>(out, kFormatVersion);
-  put_le<std::uint32_t>(out, static_cast<std::uint32_t>(text.size()));
+  le::put<std::uint32_t>(out, kFormatVersion);
+  le::put<std::uint32_t>(out, static_cast<std::uint32_t>(text.size()));
   out += text;
-  put_le<std::uint32_t>(out, static_cast<std::uint32_t>(entry.lowered_name.size()));
+  le::put<std::uint32_t>(out, static_cast<std::uint32_t>(entry.lowered_name.size()));
   out += entry.lowered_name;
-  put_le<std::uint64_t>(out, cubin.size());
+  le::put<std::uint64_t>(out, cubin.size());
   out += cubin;
-  put_le<std::uint64_t>(out, XXH3_64bits(out.data(), out.size()));
+  le::put<std::uint64_t>(out, XXH3_64bits(out.data(), out.size()));
   return out;
 }
 
 std::optional<DiskCache::RawEntry> DiskCache::parse_raw(const std::string& bytes, std::string* why) {
-  Reader r(bytes);
+  le::Reader r(bytes);
   std::string magic;
   if (!r.get_bytes(sizeof kMagic, &magic) || std::memcmp(magic.data(), kMagic, sizeof kMagic) != 0)
     return reject(why, "bad magic (not a warmkey cache entry)");

@@ -1,40 +1,20 @@
 // JitRuntime: single-flight L1 over disk cache, bundles and NVRTC; parallel warmup; bundle files.
 #include "warmup/runtime.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
 #include <unordered_set>
 
+#include "warmup/bundle.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
 namespace warmkey {
 namespace {
 
-constexpr char kBundleMagic[8] = {'W', 'K', 'B', 'U', 'N', 'D', 'L', 'E'};
-constexpr std::uint32_t kBundleVersion = 2;  // 2: each distinct cubin stored once
 constexpr std::size_t kMaxAutoBatch = 32;
-
-template <class T>
-void put_le(std::string& out, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-// Reads a little-endian T at *pos; false when the bytes run out.
-template <class T>
-bool get_le(const std::string& bytes, std::size_t* pos, T* v) {
-  if (bytes.size() - *pos < sizeof(T)) return false;
-  T out = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    out |= static_cast<T>(static_cast<unsigned char>(bytes[*pos + i])) << (8 * i);
-  *pos += sizeof(T);
-  *v = out;
-  return true;
-}
 
 std::vector<BoundKey> dedup_bound(const std::vector<BoundKey>& keys) {
   std::unordered_set<BoundKey, BoundKeyHash> seen;
@@ -407,20 +387,10 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
 
 // ---- bundles ----
 
-// Bundle layout (little endian), version 2: magic "WKBUNDLE" | u32 version | u64 cubin count |
-// per cubin: u64 length, bytes | u64 entry count | per entry: u32 key-text length, key text,
-// u32 lowered-name length, lowered name, u64 cubin index | u64 XXH3-64 of everything before.
-// Keys compiled in one NVRTC program share one cubin, so each distinct cubin is stored once.
 void JitRuntime::export_bundle(const std::filesystem::path& file, const std::vector<BoundKey>& keys) {
-  std::vector<std::shared_ptr<const std::string>> cubins;
-  std::unordered_map<const std::string*, std::uint64_t> cubin_index;  // by identity: shared per program
-  std::unordered_map<std::string, std::uint64_t> cubin_by_content;    // loaded copies (disk) by content
-  std::string entries;
-  std::uint64_t entry_count = 0;
-  std::unordered_set<std::string> seen;
+  BundleWriter writer;
   for (const BoundKey& b : dedup_bound(keys)) {
     JitKey jk = jit_key(b);
-    if (!seen.insert(jk.digest()).second) continue;
     std::shared_ptr<const CompiledKernel> k = ready_entry(b);
     std::optional<CompiledKernel> stored;
     if (!k && disk_) stored = disk_->load(jk);
@@ -428,100 +398,20 @@ void JitRuntime::export_bundle(const std::filesystem::path& file, const std::vec
     if (!k && !stored)
       throw InputError(str_cat("bundle export: ", jk.signature_text(),
                                " is not compiled (not in memory, on disk or in an imported bundle); warm it first"));
-    const CompiledKernel& entry = k ? *k : *stored;
-    std::uint64_t index;
-    if (auto it = cubin_index.find(entry.cubin.get()); it != cubin_index.end()) {
-      index = it->second;
-    } else {
-      auto [pos, fresh] = cubin_by_content.emplace(*entry.cubin, cubins.size());
-      if (fresh) cubins.push_back(entry.cubin);
-      index = pos->second;
-      cubin_index.emplace(entry.cubin.get(), index);
-    }
-    const std::string text = entry.key.text();
-    put_le<std::uint32_t>(entries, static_cast<std::uint32_t>(text.size()));
-    entries += text;
-    put_le<std::uint32_t>(entries, static_cast<std::uint32_t>(entry.lowered_name.size()));
-    entries += entry.lowered_name;
-    put_le<std::uint64_t>(entries, index);
-    ++entry_count;
+    writer.add(k ? *k : *stored);
   }
-  std::string bytes(kBundleMagic, sizeof kBundleMagic);
-  put_le<std::uint32_t>(bytes, kBundleVersion);
-  put_le<std::uint64_t>(bytes, cubins.size());
-  for (const auto& cubin : cubins) {
-    put_le<std::uint64_t>(bytes, cubin->size());
-    bytes += *cubin;
-  }
-  put_le<std::uint64_t>(bytes, entry_count);
-  bytes += entries;
-  put_le<std::uint64_t>(bytes, XXH3_64bits(bytes.data(), bytes.size()));
   std::string why;
-  if (!write_file_atomic(file, bytes, &why)) throw Error(str_cat("bundle export to '", file.string(), "': ", why));
+  if (!write_file_atomic(file, writer.bytes(), &why))
+    throw Error(str_cat("bundle export to '", file.string(), "': ", why));
 }
-
-namespace {
-
-// Reads a u32-length-prefixed string at *pos, within [*pos, end).
-bool get_string(const std::string& bytes, std::size_t* pos, std::size_t end, std::string* out) {
-  std::uint32_t len = 0;
-  if (end - *pos < 4 || !get_le(bytes, pos, &len) || end - *pos < len) return false;
-  out->assign(bytes, *pos, len);
-  *pos += len;
-  return true;
-}
-
-// Parses and validates a whole bundle; throws InputError naming the file and the problem.
-std::vector<DiskCache::RawEntry> parse_bundle(const std::string& bytes, const std::string& file) {
-  auto bad = [&](const std::string& why) { return InputError(str_cat("bundle '", file, "': ", why)); };
-  constexpr std::size_t kHeader = sizeof kBundleMagic + 4 + 8;
-  if (bytes.size() < kHeader + 8) throw bad(str_cat("truncated (", bytes.size(), " bytes)"));
-  if (std::memcmp(bytes.data(), kBundleMagic, sizeof kBundleMagic) != 0) throw bad("bad magic (not a warmkey bundle)");
-  std::size_t pos = sizeof kBundleMagic;
-  std::uint32_t version = 0;
-  std::uint64_t cubin_count = 0, entry_count = 0, checksum = 0;
-  get_le(bytes, &pos, &version);
-  if (version != kBundleVersion)
-    throw bad(str_cat("format version ", version, ", this build reads version ", kBundleVersion));
-  std::size_t end = bytes.size() - 8;
-  std::size_t sum_pos = end;
-  get_le(bytes, &sum_pos, &checksum);
-  if (checksum != XXH3_64bits(bytes.data(), end)) throw bad("checksum mismatch (corrupt or truncated)");
-  get_le(bytes, &pos, &cubin_count);
-  std::vector<std::shared_ptr<const std::string>> cubins;
-  for (std::uint64_t i = 0; i < cubin_count; ++i) {
-    std::uint64_t len = 0;
-    if (end - pos < 8 || !get_le(bytes, &pos, &len) || end - pos < len)
-      throw bad(str_cat("cubin ", i, " is truncated"));
-    cubins.push_back(std::make_shared<const std::string>(bytes.substr(pos, static_cast<std::size_t>(len))));
-    pos += static_cast<std::size_t>(len);
-  }
-  if (end - pos < 8 || !get_le(bytes, &pos, &entry_count)) throw bad("entry count is truncated");
-  std::vector<DiskCache::RawEntry> entries;
-  for (std::uint64_t i = 0; i < entry_count; ++i) {
-    DiskCache::RawEntry e;
-    std::uint64_t index = 0;
-    if (!get_string(bytes, &pos, end, &e.key_text) || !get_string(bytes, &pos, end, &e.lowered_name) || end - pos < 8 ||
-        !get_le(bytes, &pos, &index))
-      throw bad(str_cat("entry ", i, " is truncated"));
-    if (index >= cubins.size()) throw bad(str_cat("entry ", i, " names cubin ", index, " of ", cubins.size()));
-    if (e.key_text.empty() || e.lowered_name.empty()) throw bad(str_cat("entry ", i, " has an empty key or name"));
-    e.cubin = cubins[static_cast<std::size_t>(index)];
-    entries.push_back(std::move(e));
-  }
-  if (pos != end) throw bad(str_cat(end - pos, " unexpected bytes after ", entry_count, " entries"));
-  return entries;
-}
-
-}  // namespace
 
 std::size_t JitRuntime::import_bundle(const std::filesystem::path& file) {
   std::string why;
   std::optional<std::string> bytes = read_file_bytes(file, &why);
   if (!bytes) throw InputError(str_cat("bundle '", file.string(), "': ", why));
-  std::vector<DiskCache::RawEntry> entries = parse_bundle(*bytes, file.string());
+  std::vector<BundleEntry> entries = parse_bundle(*bytes, file.string());
   std::lock_guard lock(mu_);
-  for (DiskCache::RawEntry& e : entries) {
+  for (BundleEntry& e : entries) {
     std::string digest = hex_digest(e.key_text);
     bundle_.insert_or_assign(std::move(digest), std::move(e));
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "warmup/binder.h"
+#include "warmup/bundle.h"
 #include "warmup/compiler.h"
 #include "warmup/device.h"
 #include "warmup/disk_cache.h"
@@ -101,7 +102,7 @@ class JitRuntime {
   std::unique_ptr<DiskCache> disk_;
   mutable std::mutex mu_;
   std::unordered_map<BoundKey, std::shared_ptr<Slot>, BoundKeyHash> l1_;
-  std::unordered_map<std::string, DiskCache::RawEntry> bundle_;  // by digest of the key text
+  std::unordered_map<std::string, BundleEntry> bundle_;  // by digest of the key text
 };
 
 }  // namespace warmkey
