@@ -25,20 +25,12 @@ struct WarmupCliOptions {
   bool no_progress = false;
 };
 
-// --cache-dir, else $WARMKEY_CACHE_DIR, else the default folder (DiskCache::default_dir()).
-std::optional<std::filesystem::path> cache_dir(const WarmupCliOptions& o) {
-  if (!o.cache_dir.empty()) return std::filesystem::path(o.cache_dir);
-  if (const char* env = std::getenv("WARMKEY_CACHE_DIR"); env != nullptr && *env != '\0')
-    return std::filesystem::path(env);
-  return std::nullopt;
-}
-
 int run(const WarmupCliOptions& o) {
   ModelConfig config = load_config(o.config);
   std::optional<std::string> kernel;
   if (!o.kernel.empty()) kernel = o.kernel;
   RuntimeOptions ro;
-  ro.cache_dir = cache_dir(o);
+  ro.cache_dir = cache_dir_option(o.cache_dir);
   JitRuntime rt(ro);
   Plan plan = plan_warmup(builtin_registry(), config, kernel, rt.target());
   WarmupOptions wo;
@@ -67,8 +59,7 @@ void register_warmup_command(CLI::App& app, int* exit_code) {
   sub->add_option("--jobs", o->jobs, "Compile threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub->add_option("--batch", o->batch, "Instantiations per NVRTC program (default: chosen from keys and jobs)")
       ->check(CLI::Range(1, 1024));
-  sub->add_option("--cache-dir", o->cache_dir,
-                  "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
+  add_cache_dir_option(sub, &o->cache_dir);
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   sub->add_flag("--no-progress", o->no_progress, "Never draw the progress bar (default: only on a terminal)");
   sub->callback([o, exit_code] { *exit_code = run(*o); });
