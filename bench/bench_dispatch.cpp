@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 
@@ -73,7 +73,7 @@ MoeMulSumArgs real_mul_sum(const MoeMulSumArgs& m, std::vector<HostStorage>& s) 
 }
 
 CountExpertTokensArgs real_count(const CountExpertTokensArgs& m, std::vector<HostStorage>& s) {
-  CountExpertTokensArgs a{realize(m.topk_ids, s[0]), std::nullopt, realize(m.counts, s[1])};
+  CountExpertTokensArgs a{realize(m.topk_ids, s[0]), std::nullopt, realize(m.counts, s[1]), realize(m.workspace, s[3])};
   if (m.expert_map) a.expert_map = realize(*m.expert_map, s[2]);
   return a;
 }
@@ -114,7 +114,7 @@ MoeMulSumArgs call_mul_sum(const MoeMulSumArgs& m, CallStorage& s) {
 }
 
 CountExpertTokensArgs call_count(const CountExpertTokensArgs& m, CallStorage& s) {
-  CountExpertTokensArgs a{s(m.topk_ids), std::nullopt, s(m.counts)};
+  CountExpertTokensArgs a{s(m.topk_ids), std::nullopt, s(m.counts), s(m.workspace)};
   if (m.expert_map) a.expert_map = s(*m.expert_map);
   return a;
 }

@@ -10,12 +10,12 @@
 
 #include "equivalence/checks.h"
 #include "equivalence/fuzz_oracle.h"
-#include "fuzz/gen/byte_draw.h"
-#include "fuzz/gen/enum_draw.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
+#include "spaces/byte_draw.h"
+#include "spaces/enum_draw.h"
 
 #ifdef WARMKEY_HAS_RAPIDCHECK
-#include "fuzz/gen/rc_draw.h"
+#include "spaces/rc_draw.h"
 #endif
 
 namespace warmkey::equivalence {
@@ -26,15 +26,15 @@ const ModelConfig& config() {
   return c;
 }
 
-void seeded_cases(benchmark::State& state, const fuzz::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+void seeded_cases(benchmark::State& state, const spaces::InputSpace* space) {
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   WarmSet warm(*space, kernel, config());
   CaseChecker checker(warm);
   std::uint64_t i = 0, failures = 0;
   for (auto _ : state) {
-    fuzz::ByteDraw d = fuzz::ByteDraw::seeded(fuzz::case_seed(1, 2, i++));
+    spaces::ByteDraw d = spaces::ByteDraw::seeded(spaces::case_seed(1, 2, i++));
     d.set_labelling(false);
-    fuzz::CaseFacts f = space->run_case(kernel, d, config(), &checker);
+    spaces::CaseFacts f = space->run_case(kernel, d, config(), &checker);
     if (f.flagged) failures += checker.failed(f) != 0;
     benchmark::DoNotOptimize(f);
   }
@@ -42,17 +42,17 @@ void seeded_cases(benchmark::State& state, const fuzz::InputSpace* space) {
   state.counters["failures"] = static_cast<double>(failures);
 }
 
-void class_enumeration(benchmark::State& state, const fuzz::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+void class_enumeration(benchmark::State& state, const spaces::InputSpace* space) {
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   WarmSet warm(*space, kernel, config());
   CaseChecker checker(warm);
   std::int64_t classes = 0;
   for (auto _ : state) {
-    fuzz::EnumDraw d;
+    spaces::EnumDraw d;
     d.set_labelling(false);
     do {
       d.begin();
-      fuzz::CaseFacts f = space->run_case(kernel, d, config(), &checker);
+      spaces::CaseFacts f = space->run_case(kernel, d, config(), &checker);
       benchmark::DoNotOptimize(f);
       ++classes;
     } while (d.advance());
@@ -60,8 +60,8 @@ void class_enumeration(benchmark::State& state, const fuzz::InputSpace* space) {
   state.SetItemsProcessed(classes);
 }
 
-void warm_set(benchmark::State& state, const fuzz::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+void warm_set(benchmark::State& state, const spaces::InputSpace* space) {
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   for (auto _ : state) {
     WarmSet warm(*space, kernel, config());
     benchmark::DoNotOptimize(warm.keys().size());
@@ -69,13 +69,13 @@ void warm_set(benchmark::State& state, const fuzz::InputSpace* space) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 
-void fuzz_oracle(benchmark::State& state, const fuzz::InputSpace* space) {
+void fuzz_oracle(benchmark::State& state, const spaces::InputSpace* space) {
   // Inputs as libFuzzer would hand them: seeded byte strings of 8 to 64 bytes.
   std::vector<std::vector<std::uint8_t>> inputs;
   for (std::uint64_t i = 0; i < 512; ++i) {
-    std::uint64_t s = fuzz::case_seed(3, 4, i);
-    std::vector<std::uint8_t> bytes(8 + fuzz::splitmix64(s) % 57);
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(fuzz::splitmix64(s));
+    std::uint64_t s = spaces::case_seed(3, 4, i);
+    std::vector<std::uint8_t> bytes(8 + splitmix64(s) % 57);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(splitmix64(s));
     inputs.push_back(std::move(bytes));
   }
   // Steady state: the warm sets of these inputs' configs are built once (warm_set/ times that).
@@ -89,14 +89,14 @@ void fuzz_oracle(benchmark::State& state, const fuzz::InputSpace* space) {
 }
 
 #ifdef WARMKEY_HAS_RAPIDCHECK
-void rapidcheck_cases(benchmark::State& state, const fuzz::InputSpace* space) {
-  const Kernel& kernel = builtin_registry().at(space->kernel);
+void rapidcheck_cases(benchmark::State& state, const spaces::InputSpace* space) {
+  const Kernel& kernel = equivalence::builtin_registry().at(space->kernel);
   WarmSet warm(*space, kernel, config());
   CaseChecker checker(warm);
   auto gen = rc::gen::exec([&] {
-    fuzz::RcDraw d;
+    spaces::RcDraw d;
     d.set_labelling(false);
-    fuzz::CaseFacts f = space->run_case(kernel, d, config(), &checker);
+    spaces::CaseFacts f = space->run_case(kernel, d, config(), &checker);
     return f.flagged ? checker.failed(f) : PropertyMask{0};
   });
   rc::Random random(7);
@@ -110,7 +110,8 @@ void rapidcheck_cases(benchmark::State& state, const fuzz::InputSpace* space) {
 
 int main(int argc, char** argv) {
   using namespace warmkey;
-  for (const fuzz::InputSpace& space : fuzz::input_spaces()) {
+  for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
+    const spaces::InputSpace& space = *row->space;
     const auto* s = &space;
     benchmark::RegisterBenchmark(("seeded_cases/" + space.kernel).c_str(), equivalence::seeded_cases, s);
 #ifdef WARMKEY_HAS_RAPIDCHECK

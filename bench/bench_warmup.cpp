@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "warmup/orchestrator.h"
 
 namespace warmkey {
@@ -22,7 +22,7 @@ std::string config_name() {
 }
 
 const Plan& plan() {
-  static const Plan p = plan_warmup(builtin_registry(), load_config(config_name()));
+  static const Plan p = plan_warmup(equivalence::builtin_registry(), load_config(config_name()));
   return p;
 }
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "fuzz/gen/enum_draw.h"
+#include "spaces/enum_draw.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -39,14 +39,14 @@ KernelCertificate enumerate_classes(const WarmSet& warm, std::size_t max_classes
   std::unordered_set<BoundKey, BoundKeyHash> reachable, uncovered;
   std::set<std::string> labels;
   PropertyMask reported = 0;
-  fuzz::EnumDraw d;
+  spaces::EnumDraw d;
   do {
     if (cert.classes_explored >= max_classes) {
       cert.truncated = true;
       break;
     }
     d.begin();
-    fuzz::CaseFacts f = warm.space().run_case(warm.kernel(), d, warm.config(), &checker);
+    spaces::CaseFacts f = warm.space().run_case(warm.kernel(), d, warm.config(), &checker);
     ++cert.classes_explored;
     labels.insert(d.labels().begin(), d.labels().end());
     if (f.launches && f.bound) {

@@ -20,7 +20,7 @@ std::string mask_text(PropertyMask mask) {
   return out;
 }
 
-PropertyMask CaseChecker::failed(const fuzz::CaseFacts& f) const {
+PropertyMask CaseChecker::failed(const spaces::CaseFacts& f) const {
   if (!f.valid) return bit(Property::GEN);
   if (!f.launches) return 0;
   PropertyMask m = 0;
@@ -41,7 +41,7 @@ PropertyMask CaseChecker::failed(const fuzz::CaseFacts& f) const {
   return m;
 }
 
-std::vector<Violation> CaseChecker::explain(const fuzz::CaseFacts& f, PropertyMask mask,
+std::vector<Violation> CaseChecker::explain(const spaces::CaseFacts& f, PropertyMask mask,
                                             const std::vector<std::string>& classes, const std::string& found_by,
                                             const std::string& reproduce) const {
   std::vector<Violation> out;
@@ -59,7 +59,7 @@ std::vector<Violation> CaseChecker::explain(const fuzz::CaseFacts& f, PropertyMa
     v.reproduce = reproduce;
     switch (p) {
       case Property::GEN:
-        v.detail = str_cat("the generator drew an input that validate() rejects (fix fuzz/gen): ", f.invalid);
+        v.detail = str_cat("the generator drew an input that validate() rejects (fix spaces/): ", f.invalid);
         break;
       case Property::P4:
         if (!f.dispatch_error.empty()) {

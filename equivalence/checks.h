@@ -15,16 +15,16 @@ inline constexpr PropertyMask bit(Property p) { return PropertyMask{1} << static
 std::vector<Property> properties_in(PropertyMask mask);
 std::string mask_text(PropertyMask mask);  // "P2+P4"
 
-class CaseChecker : public fuzz::CaseJudge {
+class CaseChecker : public spaces::CaseJudge {
  public:
   explicit CaseChecker(const WarmSet& warm) : warm_(warm) {}
 
   // The properties x violates. An input that launches nothing is vacuously fine (no binary is
   // needed for it); an input the contract rejects is a generator bug (GEN).
-  PropertyMask failed(const fuzz::CaseFacts& f) const;
-  bool flags(const fuzz::CaseFacts& f) const override { return failed(f) != 0; }
+  PropertyMask failed(const spaces::CaseFacts& f) const;
+  bool flags(const spaces::CaseFacts& f) const override { return failed(f) != 0; }
   // Full reports, one per violated property in mask (f.input must be filled).
-  std::vector<Violation> explain(const fuzz::CaseFacts& f, PropertyMask mask, const std::vector<std::string>& classes,
+  std::vector<Violation> explain(const spaces::CaseFacts& f, PropertyMask mask, const std::vector<std::string>& classes,
                                  const std::string& found_by, const std::string& reproduce) const;
 
   const WarmSet& warm() const { return warm_; }

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 
 extern char** environ;
 
@@ -105,7 +105,7 @@ std::vector<Violation> check_determinism_in_process(const Subjects& subjects, co
                                                     const std::optional<std::string>& only) {
   std::string first = key_manifest(subjects.kernels(), config);
   Registry fresh;
-  register_builtin_kernels(fresh);
+  equivalence::register_builtin_kernels(fresh);
   Subjects again(fresh, only, subjects.mutant());
   ModelConfig reread = ModelConfig::from_json(nlohmann::json::parse(config.to_json().dump()));
   std::string second = key_manifest(again.kernels(), reread);
@@ -177,8 +177,8 @@ bool emit_manifest_if_requested() {
   ModelConfig config = config_text ? ModelConfig::from_json(nlohmann::json::parse(config_text)) : default_config();
   std::optional<std::string> only;
   if (kernel && *kernel) only = kernel;
-  const fuzz::Mutant* mutant = mutant_name && *mutant_name ? fuzz::find_mutant(mutant_name) : nullptr;
-  Subjects subjects(builtin_registry(), only, mutant);
+  const equivalence::Mutant* mutant = mutant_name && *mutant_name ? equivalence::find_mutant(mutant_name) : nullptr;
+  Subjects subjects(equivalence::builtin_registry(), only, mutant);
   std::ofstream f(out);
   f << key_manifest(subjects.kernels(), config);
   return true;

@@ -7,21 +7,23 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/checks.h"
-#include "fuzz/gen/byte_draw.h"
-#include "fuzz/gen/config.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
+#include "spaces/byte_draw.h"
+#include "spaces/config.h"
 
 namespace warmkey::equivalence {
 
 std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_t* data, std::size_t size) {
   // Lazy warm sets: a new config costs warmup_keys(), and each key is warmed when an input reaches it.
   static WarmSetCache cache(verification_target(), 4096, /*lazy=*/true);
-  const fuzz::InputSpace* space = fuzz::find_input_space(kernel);
-  if (space == nullptr) throw InputError(str_cat("fuzz: kernel '", kernel, "' has no input space in fuzz/gen"));
-  const Kernel& k = builtin_registry().at(kernel);
-  fuzz::ByteDraw d({data, size});
+  const KernelDescriptor* row = find_kernel(kernel);
+  if (row == nullptr || !row->space)
+    throw InputError(str_cat("fuzz: kernel '", kernel, "' has no input space in its row of the kernel table"));
+  const spaces::InputSpace* space = &*row->space;
+  const Kernel& k = row->contract();
+  spaces::ByteDraw d({data, size});
   d.set_labelling(false);
-  ModelConfig config = fuzz::draw_config(d);
+  ModelConfig config = spaces::draw_config(d);
   const std::size_t config_bytes = d.consumed();
   // The config is a function of the bytes it was decoded from (zeros past the end): they name it.
   std::string config_id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
@@ -32,18 +34,18 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
   // Lazy: warmup findings appear as inputs reach keys; this input answers for the ones it adds.
   const std::size_t known = warm.warmup_violations().size();
   CaseChecker checker(warm);
-  fuzz::CaseFacts f = space->run_case(k, d, config, &checker);
+  spaces::CaseFacts f = space->run_case(k, d, config, &checker);
   PropertyMask m = f.flagged ? checker.failed(f) : 0;
   if (m != 0) {
     // Re-decode with labels for the report.
-    fuzz::ByteDraw again({data, size});
-    fuzz::draw_config(again);
+    spaces::ByteDraw again({data, size});
+    spaces::draw_config(again);
     space->run_case(k, again, config, nullptr);
     std::vector<std::uint8_t> bytes(data, data + size);
     auto vs = checker.explain(
         f, m, again.labels(), "fuzz input",
         str_cat("replay the input file with the ", kernel, "_fuzzer harness (config from its first ", config_bytes,
-                " bytes), or add it to fuzz/regressions/", kernel, "/; hex: ", fuzz::to_hex(bytes)));
+                " bytes), or add it to fuzz/regressions/", kernel, "/; hex: ", spaces::to_hex(bytes)));
     out.insert(out.end(), vs.begin(), vs.end());
   }
   // P1 and P5 of the warmup keys this input reached first.

@@ -1,7 +1,7 @@
 // P6: the oracle sweep of one kernel, on the device.
 #include "equivalence/numerics.h"
 
-#include "equivalence/oracle.h"
+#include "equivalence/kernel_table.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
@@ -15,13 +15,14 @@ NumericsResult check_numerics(const Kernel& kernel, const ModelConfig& config, J
     r.skip_reason = str_cat("no device: ", rt.device().unavailable_reason());
     return r;
   }
-  const Oracle* oracle = find_oracle(kernel.name());
+  const KernelDescriptor* row = find_kernel(kernel.name());
+  const Oracle* oracle = row ? row->oracle.get() : nullptr;
   if (oracle == nullptr) {
     r.skipped = true;
-    r.skip_reason = "no oracle adapter in equivalence/oracles/";
+    r.skip_reason = "no oracle in the kernel's row of the kernel table";
     return r;
   }
-  std::vector<Oracle::CaseDesc> sweep = oracle->sweep(config, seed);
+  std::vector<CaseDesc> sweep = row->sweep(config, seed);
   for (std::size_t i = 0; i < sweep.size() && r.cases < max_cases; ++i) {
     ++r.cases;
     Violation v;

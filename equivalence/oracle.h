@@ -1,166 +1,33 @@
-// Numeric cases and oracles: host tensors, tolerances, the comparison rule, .npy case folders,
-// seeded random fill, device copies, and the per-kernel adapter pairing a kernel with its reference.
+// Oracles: the per-kernel pairing of a kernel with its reference (equivalence/oracles/<stem>.h).
+// The oracle registry is the kernel table (equivalence/kernel_table.h: find_oracle); host tensors
+// and numeric cases are in host_tensor.h, case folders in case_folder.h, the RNG in spaces/rng.h.
 #pragma once
 
-#include <cstdint>
-#include <filesystem>
-#include <functional>
-#include <map>
-#include <memory>
-#include <string>
 #include <string_view>
 #include <vector>
 
-#include "warmup/device.h"
-#include "warmup/dtype.h"
+#include "equivalence/case_folder.h"
+#include "equivalence/host_tensor.h"
 #include "warmup/model_config.h"
-#include "warmup/tensor.h"
 
 namespace warmkey {
 
 class JitRuntime;
 
-// A named host tensor: row-major bytes of `dtype`. align_offset is where a device copy starts
-// past a 16-byte boundary (0 = aligned; a misaligned view uses a multiple of the element size).
-struct HostTensor {
-  std::string name;
-  DType dtype = DType::f32;
-  std::vector<std::int64_t> shape;
-  std::vector<std::uint8_t> bytes;
-  int align_offset = 0;
-
-  // Zero-filled storage for shape.
-  static HostTensor zeros(std::string name, DType dtype, std::vector<std::int64_t> shape, int align_offset = 0);
-
-  std::int64_t numel() const;
-  void* data() { return bytes.data(); }
-  const void* data() const { return bytes.data(); }
-  // Element access through warmup/host_dtype.h (floats: f32, f16, bf16, f8e4m3; ints: the rest).
-  float get_float(std::int64_t i) const;
-  void set_float(std::int64_t i, float v);
-  std::int64_t get_int(std::int64_t i) const;
-  void set_int(std::int64_t i, std::int64_t v);
-  // "x: bf16[7,6,4096]@+2"
-  std::string to_string() const;
-};
-
-// The comparison rule of one output: |got - want| <= rel * max(|want|, floor). Integer outputs
-// use the default (0, 0): exact.
-struct Tolerance {
-  double rel = 0;
-  double floor = 0;
-};
-
-// One numeric test case: inputs (absent optional tensors are simply absent), the reference
-// outputs and their tolerances. Everything a replay needs, with no pointer to a kernel.
-struct NumericCase {
-  std::string kernel;
-  std::string label;  // the sizes, dtypes and options, readable: "T=7 H=4096 bf16->bf16 misaligned map=i32"
-  std::uint64_t seed = 0;
-  std::vector<HostTensor> inputs;
-  std::vector<HostTensor> expected;             // reference outputs, named like the output args
-  std::map<std::string, Tolerance> tolerances;  // by output name; missing = exact
-  std::map<std::string, std::int64_t> scalars;  // runtime scalars that are not tensor sizes
-
-  const HostTensor* find_input(std::string_view name) const;
-  const HostTensor& input(std::string_view name) const;            // throws Error naming the case
-  const HostTensor& expected_output(std::string_view name) const;  // throws Error naming the case
-  HostTensor& expected_output(std::string_view name);
-  Tolerance tolerance(std::string_view output) const;
-  // "moe_mul_sum T=7 ... seed=0x..."
-  std::string title() const;
-};
-
-// Comparison of device outputs with a case's reference outputs.
-struct CompareReport {
-  bool ok = true;
-  std::vector<std::string> lines;  // one per output: elements off, first / last / worst bad index
-  std::string text() const;
-};
-
-// Compares got (the same names, dtypes and shapes as c.expected) under c's tolerances: floats
-// relative with a floor, integers exactly; NaN or infinity in got never passes (except a NaN the
-// reference computes too, written by the kernel: not the poison pattern); an expected
-// output that is all zeros is refused (the case would check nothing).
-CompareReport compare_outputs(const NumericCase& c, const std::vector<HostTensor>& got);
-
-// .npy (format 1.0, little endian, C order). bf16 travels as its uint16 bits, f8e4m3 and ue8m0
-// as uint8 (dtype_numpy_descr); read_npy checks that the file's descr and the dtype agree.
-void write_npy(const std::filesystem::path& file, const HostTensor& t);
-HostTensor read_npy(const std::filesystem::path& file, std::string name, DType dtype);
-
-// A case folder: case.json (kernel, label, seed, scalars, tensors with dtype, shape, alignment
-// and tolerance), <input>.npy, expected_<output>.npy and, when given, got_<output>.npy.
-void write_case(const std::filesystem::path& dir, const NumericCase& c, const std::vector<HostTensor>* got = nullptr);
-NumericCase read_case(const std::filesystem::path& dir);
-
-// Deterministic random draws (SplitMix64): identical on every platform and compiler.
-class CaseRng {
- public:
-  explicit CaseRng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next();
-  double uniform(double lo, double hi);                        // [lo, hi)
-  std::int64_t uniform_int(std::int64_t lo, std::int64_t hi);  // [lo, hi]
-  bool bernoulli(double p);
-  // Values uniform in [lo, hi) rounded to t's float dtype; element 0 is forced away from zero, so
-  // no filled tensor is all zeros.
-  void fill_uniform(HostTensor& t, double lo, double hi);
-
- private:
-  std::uint64_t state_;
-};
-
-// An independent seed for case `index` of a sweep seeded with `base`.
-std::uint64_t derive_seed(std::uint64_t base, std::uint64_t index);
-
-// Every byte of a device output before the launch: NaN for f32/f16/bf16, -1 for integers.
-inline constexpr std::uint8_t kPoisonByte = 0xff;
-
-// Device copies of a case's tensors, each in its own allocation at its align_offset. Outlives
-// the launch that reads them; frees everything on destruction.
-class DeviceTensors {
- public:
-  explicit DeviceTensors(Device& device) : device_(device) {}
-  // A real tensor over a fresh device copy of t.
-  Tensor upload(const HostTensor& t);
-  // A real tensor shaped like `like`, every byte kPoisonByte; download() reads it back by name.
-  Tensor poisoned(const HostTensor& like);
-  HostTensor download(std::string_view name) const;
-
- private:
-  struct Entry {
-    HostTensor meta;  // name, dtype, shape, offset (no bytes)
-    DeviceBuffer buffer;
-    void* data = nullptr;
-  };
-  Tensor place(const HostTensor& t, const void* host_bytes);
-  Device& device_;
-  std::vector<Entry> entries_;
-};
-
-// A kernel paired with its reference: the one place that knows both (DESIGN.md §1).
+// A kernel paired with its reference: the one place that knows both (DESIGN.md §1). Each kernel's
+// oracle (equivalence/oracles/<stem>.h) also has
+//   static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed);
+// a case with a's shapes, dtypes and alignment (a holds meta tensors: a space's draw or replay),
+// values drawn from seed, and the reference outputs: shapes are described once, by the space.
 class Oracle {
  public:
   virtual ~Oracle() = default;
   virtual std::string_view kernel() const = 0;
-
-  // One case of a sweep, built on demand (big cases hold gigabytes).
-  struct CaseDesc {
-    std::string label;
-    std::function<NumericCase()> make;
-  };
-  // The standard cases for a configuration: its dtypes and sizes, token counts from 1 to its
-  // maximum, aligned and misaligned, with and without an expert map; each with its own seed.
-  virtual std::vector<CaseDesc> sweep(const ModelConfig& config, std::uint64_t seed) const = 0;
   // Recomputes c.expected (and tolerances) from c.inputs: a case read back from disk replays.
   virtual void compute_reference(NumericCase& c) const = 0;
   // Copies c's inputs to the device, poisons the outputs, launches the kernel through rt (the
   // monitored runtime path), waits, and returns the outputs.
   virtual std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const = 0;
 };
-
-// The oracles of the built-in kernels, by kernel name.
-const std::vector<const Oracle*>& builtin_oracles();
-const Oracle* find_oracle(std::string_view kernel);
 
 }  // namespace warmkey

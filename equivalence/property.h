@@ -15,7 +15,7 @@ enum class Property {
   P6,   // numerics
   P7,   // determinism
   PC,   // warmup keys compile (NVRTC accepts every generated instantiation)
-  GEN,  // the generator drew an input the contract rejects (a bug in fuzz/gen, not in the kernel)
+  GEN,  // the generator drew an input the contract rejects (a bug in spaces/, not in the kernel)
 };
 
 inline constexpr Property kAllProperties[] = {Property::P1, Property::P2, Property::P3, Property::P4, Property::P5,

@@ -1,11 +1,12 @@
 // Pairing kernels with input spaces.
 #include "equivalence/subjects.h"
 
+#include "equivalence/kernel_table.h"
 #include "warmup/error.h"
 
 namespace warmkey::equivalence {
 
-Subjects::Subjects(const Registry& registry, const std::optional<std::string>& only, const fuzz::Mutant* mutant)
+Subjects::Subjects(const Registry& registry, const std::optional<std::string>& only, const equivalence::Mutant* mutant)
     : mutant_(mutant) {
   if (only) registry.at(*only);  // throws InputError listing the known kernels
   if (mutant && only && mutant->kernel != *only)
@@ -13,7 +14,8 @@ Subjects::Subjects(const Registry& registry, const std::optional<std::string>& o
                              " leaves out"));
   for (const Kernel* k : registry.all()) {
     if (only && k->name() != *only) continue;
-    const fuzz::InputSpace* space = fuzz::find_input_space(k->name());
+    const KernelDescriptor* row = find_kernel(k->name());
+    const spaces::InputSpace* space = row && row->space ? &*row->space : nullptr;
     if (space == nullptr) {
       unverified_.push_back(k->name());
       continue;

@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "fuzz/gen/space.h"
-#include "fuzz/mutants/catalogue.h"
+#include "equivalence/mutants/catalogue.h"
+#include "spaces/space.h"
 #include "warmup/registry.h"
 
 namespace warmkey::equivalence {
 
 struct KernelUnderTest {
   const Kernel* kernel = nullptr;
-  const fuzz::InputSpace* space = nullptr;
+  const spaces::InputSpace* space = nullptr;
 };
 
 class Subjects {
@@ -23,19 +23,19 @@ class Subjects {
   // Every kernel of registry that has an input space (or only `only`: InputError when unknown),
   // in registry order; `mutant` replaces its kernel (InputError when `only` excludes it).
   explicit Subjects(const Registry& registry, const std::optional<std::string>& only = {},
-                    const fuzz::Mutant* mutant = nullptr);
+                    const equivalence::Mutant* mutant = nullptr);
   Subjects(Subjects&&) = default;
 
   const std::vector<KernelUnderTest>& kernels() const { return kernels_; }
   // Registered kernels that have no input space yet (not verified).
   const std::vector<std::string>& unverified() const { return unverified_; }
-  const fuzz::Mutant* mutant() const { return mutant_; }
+  const equivalence::Mutant* mutant() const { return mutant_; }
 
  private:
   std::vector<KernelUnderTest> kernels_;
   std::vector<std::string> unverified_;
   std::vector<std::unique_ptr<Kernel>> owned_;
-  const fuzz::Mutant* mutant_ = nullptr;
+  const equivalence::Mutant* mutant_ = nullptr;
 };
 
 }  // namespace warmkey::equivalence

@@ -13,7 +13,7 @@
 #include "equivalence/determinism.h"
 #include "equivalence/numerics.h"
 #include "equivalence/shrink.h"
-#include "fuzz/gen/byte_draw.h"
+#include "spaces/byte_draw.h"
 #include "warmup/runtime.h"
 
 namespace warmkey::equivalence {
@@ -51,10 +51,10 @@ class KernelRun {
   void random_cases() {
     std::uint64_t stream = stream_of(warm_.kernel().name(), warm_.config().name);
     for (std::size_t i = 0; i < o_.cases; ++i) {
-      std::uint64_t seed = fuzz::case_seed(o_.seed, stream, i);
-      fuzz::ByteDraw d = fuzz::ByteDraw::seeded(seed);
+      std::uint64_t seed = spaces::case_seed(o_.seed, stream, i);
+      spaces::ByteDraw d = spaces::ByteDraw::seeded(seed);
       d.set_labelling(false);
-      fuzz::CaseFacts f = warm_.space().run_case(warm_.kernel(), d, warm_.config(), &checker_);
+      spaces::CaseFacts f = warm_.space().run_case(warm_.kernel(), d, warm_.config(), &checker_);
       ++r_.cases;
       if (!f.flagged) continue;
       PropertyMask m = checker_.failed(f);
@@ -66,9 +66,9 @@ class KernelRun {
   }
 
   void replay(const std::vector<std::uint8_t>& bytes) {
-    fuzz::ByteDraw d(bytes);
+    spaces::ByteDraw d(bytes);
     d.set_labelling(false);
-    fuzz::CaseFacts f = warm_.space().run_case(warm_.kernel(), d, warm_.config(), &checker_);
+    spaces::CaseFacts f = warm_.space().run_case(warm_.kernel(), d, warm_.config(), &checker_);
     ++r_.cases;
     PropertyMask m = f.flagged ? checker_.failed(f) : 0;
     if (m == 0) return;
@@ -84,11 +84,11 @@ class KernelRun {
     for (Property p : properties_in(m)) ++r_.failures_by_property[std::string(property_id(p))];
   }
 
-  PropertyMask evaluate(const std::vector<std::uint8_t>& bytes, bool labels, fuzz::CaseFacts* out,
+  PropertyMask evaluate(const std::vector<std::uint8_t>& bytes, bool labels, spaces::CaseFacts* out,
                         std::vector<std::string>* label_out) {
-    fuzz::ByteDraw d(bytes);
+    spaces::ByteDraw d(bytes);
     d.set_labelling(labels);
-    fuzz::CaseFacts f = warm_.space().run_case(warm_.kernel(), d, warm_.config(), &checker_);
+    spaces::CaseFacts f = warm_.space().run_case(warm_.kernel(), d, warm_.config(), &checker_);
     PropertyMask m = f.flagged ? checker_.failed(f) : 0;
     if (label_out) *label_out = d.labels();
     if (out) *out = std::move(f);
@@ -108,14 +108,14 @@ class KernelRun {
         return (evaluate(c, false, nullptr, nullptr) & target) != 0;
       });
     }
-    fuzz::CaseFacts f;
+    spaces::CaseFacts f;
     std::vector<std::string> labels;
     PropertyMask now = evaluate(bytes, true, &f, &labels);
     PropertyMask fresh = now & ~reported_random_;
     if (fresh == 0) fresh = now;  // (the shrunk input fails only what was reported already)
     std::string found_by = found;
     if (o_.shrink) found_by += str_cat(", shrunk from ", original, " to ", bytes.size(), " input bytes");
-    std::string reproduce = str_cat(repro_, " --input ", bytes.empty() ? "00" : fuzz::to_hex(bytes));
+    std::string reproduce = str_cat(repro_, " --input ", bytes.empty() ? "00" : spaces::to_hex(bytes));
     for (auto& v : checker_.explain(f, fresh, labels, found_by, reproduce)) r_.violations.push_back(std::move(v));
     reported_random_ |= fresh;
   }
@@ -226,7 +226,7 @@ std::string VerifyReport::to_text() const {
   for (const auto& k : kernels) {
     if (!k.numerics.empty()) os << "  P6 numerics, " << k.kernel << " under " << k.config << ": " << k.numerics << '\n';
   }
-  for (const auto& u : unverified) os << "  " << u << ": no input space in fuzz/gen (not verified)\n";
+  for (const auto& u : unverified) os << "  " << u << ": no input space in spaces/ (not verified)\n";
   for (const auto& k : kernels) {
     for (const auto& v : k.violations) os << '\n' << v.to_text();
   }
@@ -335,7 +335,7 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
 }
 
 Certificate make_certificate(const Registry& registry, const ModelConfig& config,
-                             const std::optional<std::string>& kernel, const fuzz::Mutant* mutant,
+                             const std::optional<std::string>& kernel, const equivalence::Mutant* mutant,
                              std::size_t max_classes) {
   Subjects subjects(registry, kernel, mutant);
   Certificate cert;

@@ -32,7 +32,7 @@ struct VerifyOptions {
   std::string numerics_dir = "warmkey-numerics-failures";  // where failing cases are written
   bool shrink = true;
   std::optional<std::vector<std::uint8_t>> input;  // replay this one input instead of random cases
-  const fuzz::Mutant* mutant = nullptr;
+  const equivalence::Mutant* mutant = nullptr;
   std::size_t max_reports = 1;             // full reports per kernel, config, property and phase
   std::string program = "warmkey verify";  // prefix of reproduce commands
 };
@@ -75,7 +75,7 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options);
 
 // The certificate of one config (the enumeration only).
 Certificate make_certificate(const Registry& registry, const ModelConfig& config,
-                             const std::optional<std::string>& kernel = {}, const fuzz::Mutant* mutant = nullptr,
+                             const std::optional<std::string>& kernel = {}, const equivalence::Mutant* mutant = nullptr,
                              std::size_t max_classes = 200000);
 
 }  // namespace warmkey::equivalence

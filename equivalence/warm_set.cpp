@@ -17,7 +17,7 @@ const CompileTarget& verification_target() {
   return target;
 }
 
-WarmSet::WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config, CompileTarget target,
+WarmSet::WarmSet(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config, CompileTarget target,
                  bool lazy)
     : space_(&space), kernel_(&kernel), config_(config), target_(std::move(target)) {
   used_ = kernel.used_by(config);
@@ -55,7 +55,7 @@ void WarmSet::warm_key(std::size_t i) const {
   ++done_count_;
   const std::size_t total = keys_.size();
   const CompileKey& k = keys_[i];
-  fuzz::WarmupFacts f = space_->run_warmup(*kernel_, k);
+  spaces::WarmupFacts f = space_->run_warmup(*kernel_, k);
   auto base = [&](Property p) {
     Violation v;
     v.property = p;
@@ -163,11 +163,11 @@ const CompileKey* WarmSet::nearest_key(const CompileKey& k) const {
   return best;
 }
 
-const WarmSet& WarmSetCache::get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config) {
+const WarmSet& WarmSetCache::get(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config) {
   return get(space, kernel, config, config.to_json().dump());
 }
 
-const WarmSet& WarmSetCache::get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
+const WarmSet& WarmSetCache::get(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
                                  std::string config_id) {
   std::string id = str_cat(static_cast<const void*>(&kernel), '|', config_id);
   auto it = sets_.find(id);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "equivalence/report.h"
-#include "fuzz/gen/space.h"
+#include "spaces/space.h"
 #include "warmup/jit_key.h"
 
 namespace warmkey::equivalence {
@@ -22,10 +22,10 @@ class WarmSet {
   // Computes warmup_keys(config) and, per key, warmup_inputs -> validate -> dispatch -> bind:
   // all at once, or (lazy) each key when a lookup first needs it (the fuzz oracle: a new config
   // then costs only warmup_keys()). A kernel the config does not use has an empty set.
-  WarmSet(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
+  WarmSet(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
           CompileTarget target = verification_target(), bool lazy = false);
 
-  const fuzz::InputSpace& space() const { return *space_; }
+  const spaces::InputSpace& space() const { return *space_; }
   const Kernel& kernel() const { return *kernel_; }
   const ModelConfig& config() const { return config_; }
   const CompileTarget& target() const { return target_; }
@@ -59,7 +59,7 @@ class WarmSet {
   }
   void ensure_all() const;
 
-  const fuzz::InputSpace* space_;
+  const spaces::InputSpace* space_;
   const Kernel* kernel_;
   ModelConfig config_;
   CompileTarget target_;
@@ -81,10 +81,10 @@ class WarmSetCache {
   explicit WarmSetCache(CompileTarget target = verification_target(), std::size_t capacity = 1024, bool lazy = false)
       : target_(std::move(target)), capacity_(capacity), lazy_(lazy) {}
   // The returned reference stays valid until the next get().
-  const WarmSet& get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config);
+  const WarmSet& get(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config);
   // Same, with the caller's identity of the config (for example the bytes it was decoded from),
   // which spares serialising it.
-  const WarmSet& get(const fuzz::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
+  const WarmSet& get(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
                      std::string config_id);
 
  private:

@@ -22,8 +22,9 @@ cmake -S "$SRC_DIR" -B "$WORK" -G Ninja \
   -DWARMKEY_FUZZ_ENGINE="$LIB_FUZZING_ENGINE"
 cmake --build "$WORK" --target warmkey_fuzzers
 
-for harness in "$SRC_DIR"/fuzz/harness/*_fuzzer.cpp; do
-  name="$(basename "$harness" .cpp)"
+# One harness per kernel with an input space (fuzz/harness/fuzzer.cpp, built per kernel by CMake).
+for harness in "$WORK"/fuzz/*_fuzzer; do
+  name="$(basename "$harness")"
   stem="${name%_fuzzer}"
   cp "$WORK/fuzz/$name" "$OUT/$name"
   corpus="$SRC_DIR/fuzz/corpus/$stem"

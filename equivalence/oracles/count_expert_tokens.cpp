@@ -1,6 +1,8 @@
 // Oracle of count_expert_tokens: pairs the kernel with reference/count_expert_tokens.
 #include "equivalence/oracles/count_expert_tokens.h"
 
+#include <algorithm>
+
 #include "equivalence/oracles/routing_inputs.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "reference/count_expert_tokens.h"
@@ -14,7 +16,22 @@ std::string CountExpertTokensCase::label() const {
                  " E=", num_experts, " local=", num_local_experts, expert_map ? " map" : " no-map");
 }
 
-NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensCase& p) {
+NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensArgs& a, const ModelConfig& config,
+                                               std::uint64_t seed, bool reference) {
+  CountExpertTokensCase p;
+  const bool flat = a.topk_ids.dim() == 1;
+  p.num_tokens = a.topk_ids.size(0);
+  p.top_k = flat ? 1 : a.topk_ids.size(1);
+  p.ids_dtype = a.topk_ids.dtype();
+  p.aligned = a.topk_ids.aligned16();
+  p.expert_map = a.expert_map.has_value();
+  p.num_local_experts = a.counts.size(0);
+  p.num_experts = a.expert_map ? a.expert_map->size(0) : p.num_local_experts;
+  p.seed = seed;
+  return make_case(p, reference);
+}
+
+NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensCase& p, bool reference) {
   CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   NumericCase c;
@@ -35,7 +52,7 @@ NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensCase& p) {
     c.inputs.push_back(std::move(ids));
   }
   c.expected.push_back(HostTensor::zeros("counts", DType::i32, {p.num_local_experts}));
-  CountExpertTokensOracle{}.compute_reference(c);
+  if (reference) CountExpertTokensOracle{}.compute_reference(c);
   return c;
 }
 
@@ -57,41 +74,19 @@ void CountExpertTokensOracle::compute_reference(NumericCase& c) const {
   c.tolerances.erase("counts");  // exact
 }
 
-std::vector<Oracle::CaseDesc> CountExpertTokensOracle::sweep(const ModelConfig& config, std::uint64_t seed) const {
-  std::vector<std::int64_t> tokens;
-  for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
-    if (t < config.max_num_batched_tokens) tokens.push_back(t);
-  }
-  tokens.push_back(config.max_num_batched_tokens);
-
-  std::vector<CaseDesc> out;
-  for (std::int64_t t : tokens) {
-    for (DType ids_dtype : config.index_dtypes) {
-      for (bool aligned : {true, false}) {
-        for (bool map : {false, true}) {
-          CountExpertTokensCase p;
-          p.num_tokens = t;
-          p.top_k = config.num_experts_per_tok;
-          p.ids_dtype = ids_dtype;
-          p.aligned = aligned;
-          p.expert_map = map;
-          p.num_experts = config.num_physical_experts();
-          p.num_local_experts = map ? config.num_local_experts() : config.num_physical_experts();
-          p.seed = derive_seed(seed, out.size());
-          out.push_back({p.label(), [p] { return make_case(p); }});
-        }
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<HostTensor> CountExpertTokensOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
-  DeviceTensors dev(rt.device());
+CountExpertTokensArgs CountExpertTokensOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
   CountExpertTokensArgs a;
   a.topk_ids = dev.upload(c.input("topk_ids"));
   if (const HostTensor* map = c.find_input("expert_map")) a.expert_map = dev.upload(*map);
   a.counts = dev.poisoned(c.expected_output("counts"));
+  const std::int64_t local = c.expected_output("counts").numel();
+  a.workspace = dev.upload(HostTensor::zeros("workspace", DType::i32, {count_expert_tokens_workspace_size(local)}));
+  return a;
+}
+
+std::vector<HostTensor> CountExpertTokensOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
+  DeviceTensors dev(rt.device());
+  CountExpertTokensArgs a = device_args(c, dev);
   CountExpertTokens{}(a, rt);
   rt.device().synchronize();
   return {dev.download("counts")};

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "equivalence/oracle.h"
+#include "kernels/count_expert_tokens/count_expert_tokens.h"
 
 namespace warmkey {
 
@@ -26,10 +27,15 @@ class CountExpertTokensOracle : public Oracle {
  public:
   std::string_view kernel() const override { return "count_expert_tokens"; }
   // ids: mostly in range, about 10% -1 and 2% out of range; at least one counted id.
-  static NumericCase make_case(const CountExpertTokensCase& p);
+  using Args = CountExpertTokensArgs;
+  // reference = false: inputs and zeroed outputs only (benchmarks time big cases the CPU cannot check).
+  static NumericCase make_case(const CountExpertTokensCase& p, bool reference = true);
+  // A case with a's shapes, dtypes and alignment (meta tensors from the space), values from seed.
+  static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference = true);
 
-  std::vector<CaseDesc> sweep(const ModelConfig& config, std::uint64_t seed) const override;
   void compute_reference(NumericCase& c) const override;
+  // Real Args over dev's copies of c's inputs, its outputs poisoned (run_on_device and the benches).
+  static Args device_args(const NumericCase& c, DeviceTensors& dev);
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 

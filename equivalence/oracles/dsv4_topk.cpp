@@ -1,6 +1,8 @@
 // Oracle of dsv4_topk: pairs the kernel with reference/dsv4_topk.
 #include "equivalence/oracles/dsv4_topk.h"
 
+#include <algorithm>
+
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -59,6 +61,10 @@ void fill_row(CaseRng& rng, HostTensor& logits, std::int64_t t, std::int64_t e, 
     }
   } else if (kind < 0.37) {  // above the softplus cut-off
     for (std::int64_t i = 0; i < e; ++i) logits.set_float(base + i, static_cast<float>(rng.uniform(18, 26)));
+  } else if (kind < 0.43) {  // a cluster at the top within the kernel's filter slack (more or fewer than 32)
+    const std::int64_t n = std::min<std::int64_t>(e, rng.uniform_int(4, 48));
+    for (std::int64_t j = 0; j < n; ++j)
+      logits.set_float(base + rng.uniform_int(0, e - 1), static_cast<float>(6.0 + rng.uniform(-2e-3, 2e-3)));
   }
   // Padding elements of a strided view: a kernel that reads them would select them.
   for (std::int64_t i = e; i < stride; ++i) logits.set_float(base + i, 1e30f);
@@ -80,7 +86,28 @@ std::string Dsv4TopkCase::label() const {
                  launch_pdl ? " pdl" : "");
 }
 
-NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p) {
+NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkArgs& a, const ModelConfig& config, std::uint64_t seed,
+                                      bool reference) {
+  Dsv4TopkCase p;
+  p.num_tokens = a.logits.size(0);
+  p.num_experts = a.logits.size(1);
+  p.top_k = a.ids.size(1);
+  p.ids_dtype = a.ids.dtype();
+  p.aligned = a.logits.aligned16();
+  p.row_pad = a.logits.stride(0) - p.num_experts;
+  p.vl = dsv4_topk_has_vl(a);
+  p.hash = a.tid2eid.has_value();
+  p.padding = a.num_unpadded.has_value();
+  p.renormalize = a.renormalize;
+  p.launch_pdl = a.launch_pdl;
+  p.routed_scaling_factor = a.routed_scaling_factor;
+  p.vocab_size = a.vocab_size;
+  p.sentinel_lo = a.sentinel_lo > 0 ? a.sentinel_lo : config.image_sentinel_lo;
+  p.seed = seed;
+  return make_case(p, reference);
+}
+
+NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p, bool reference) {
   CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   const std::int64_t t = p.num_tokens, e = p.num_experts, k = p.top_k, stride = e + p.row_pad;
@@ -145,7 +172,7 @@ NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p) {
 
   c.expected.push_back(HostTensor::zeros("weights", DType::f32, {t, k}, offset(DType::f32)));
   c.expected.push_back(HostTensor::zeros("ids", p.ids_dtype, {t, k}, offset(p.ids_dtype)));
-  Dsv4TopkOracle{}.compute_reference(c);
+  if (reference) Dsv4TopkOracle{}.compute_reference(c);
   return c;
 }
 
@@ -201,48 +228,7 @@ void Dsv4TopkOracle::compute_reference(NumericCase& c) const {
   c.tolerances.erase("ids");  // exact
 }
 
-std::vector<Oracle::CaseDesc> Dsv4TopkOracle::sweep(const ModelConfig& config, std::uint64_t seed) const {
-  std::vector<std::int64_t> tokens;
-  for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
-    if (t < config.max_num_batched_tokens) tokens.push_back(t);
-  }
-  tokens.push_back(config.max_num_batched_tokens);
-  enum Mode { kPlain, kVl, kHash, kPadded };
-  std::vector<Mode> modes = {kPlain, kPadded};
-  if (config.vision) modes.push_back(kVl);
-  if (config.num_hash_layers > 0) modes.push_back(kHash);
-
-  std::vector<CaseDesc> out;
-  for (std::int64_t t : tokens) {
-    for (DType ids_dtype : routing_index_dtypes(config)) {
-      for (bool aligned : {true, false}) {
-        for (Mode mode : modes) {
-          Dsv4TopkCase p;
-          p.num_tokens = t;
-          p.num_experts = config.n_routed_experts;
-          p.top_k = config.num_experts_per_tok;
-          p.ids_dtype = ids_dtype;
-          p.aligned = aligned;
-          p.vl = mode == kVl || (mode == kHash && config.vision);
-          p.hash = mode == kHash;
-          p.padding = mode == kPadded;
-          p.row_pad = mode == kPadded ? 3 : 0;
-          p.renormalize = mode == kPadded ? !config.norm_topk_prob : config.norm_topk_prob;
-          p.launch_pdl = out.size() % 2 == 1;
-          p.routed_scaling_factor = config.routed_scaling_factor;
-          p.vocab_size = config.vocab_size;
-          p.sentinel_lo = config.image_sentinel_lo;
-          p.seed = derive_seed(seed, out.size());
-          out.push_back({p.label(), [p] { return make_case(p); }});
-        }
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<HostTensor> Dsv4TopkOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
-  DeviceTensors dev(rt.device());
+Dsv4TopkArgs Dsv4TopkOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
   const HostTensor& logits_t = c.input("logits");
   const std::int64_t t = logits_t.shape.at(0), stride = logits_t.shape.at(1), e = scalar(c, "num_experts");
   const Tensor logits_full = dev.upload(logits_t);
@@ -264,6 +250,12 @@ std::vector<HostTensor> Dsv4TopkOracle::run_on_device(const NumericCase& c, JitR
   a.launch_pdl = scalar(c, "launch_pdl") != 0;
   a.routed_scaling_factor =
       std::bit_cast<float>(static_cast<std::uint32_t>(scalar(c, "routed_scaling_factor_f32_bits")));
+  return a;
+}
+
+std::vector<HostTensor> Dsv4TopkOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
+  DeviceTensors dev(rt.device());
+  Dsv4TopkArgs a = device_args(c, dev);
   Dsv4Topk{}(a, rt);
   rt.device().synchronize();
   return {dev.download("weights"), dev.download("ids")};

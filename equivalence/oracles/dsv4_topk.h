@@ -6,6 +6,7 @@
 #include <string>
 
 #include "equivalence/oracle.h"
+#include "kernels/dsv4_topk/dsv4_topk.h"
 
 namespace warmkey {
 
@@ -36,10 +37,15 @@ class Dsv4TopkOracle : public Oracle {
   std::string_view kernel() const override { return "dsv4_topk"; }
   // Rows of several kinds: random logits; all-equal and grouped ties; a few NaNs; near-ties (an
   // expert one ulp above another); logits above 20. Row 0 always routes (weights never all zero).
-  static NumericCase make_case(const Dsv4TopkCase& p);
+  using Args = Dsv4TopkArgs;
+  // reference = false: inputs and zeroed outputs only (benchmarks time big cases the CPU cannot check).
+  static NumericCase make_case(const Dsv4TopkCase& p, bool reference = true);
+  // A case with a's shapes, dtypes and alignment (meta tensors from the space), values from seed.
+  static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference = true);
 
-  std::vector<CaseDesc> sweep(const ModelConfig& config, std::uint64_t seed) const override;
   void compute_reference(NumericCase& c) const override;
+  // Real Args over dev's copies of c's inputs, its outputs poisoned (run_on_device and the benches).
+  static Args device_args(const NumericCase& c, DeviceTensors& dev);
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 

@@ -29,7 +29,26 @@ std::string EplbMapCase::label() const {
                  num_unpadded ? " unpadded" : "", in_place ? " in-place" : "", aligned ? " aligned" : " misaligned");
 }
 
-NumericCase EplbMapOracle::make_case(const EplbMapCase& p) {
+NumericCase EplbMapOracle::make_case(const EplbMapArgs& a, const ModelConfig& config, std::uint64_t seed,
+                                     bool reference) {
+  EplbMapCase p;
+  p.num_tokens = a.ids.size(0);
+  p.top_k = a.ids.size(1);
+  p.ids_dtype = a.ids.dtype();
+  p.num_logical = a.replica_count.size(0);
+  p.num_redundant = a.load.size(0) - p.num_logical;
+  p.slots = a.l2p.size(1);
+  p.record = true;
+  p.num_unpadded = a.num_unpadded.has_value();
+  // Meta tensors carry no address: an output with the ids' dtype, shape and offset stands for
+  // the in-place call serving makes.
+  p.in_place = a.out.meta().to_string() == a.ids.meta().to_string();
+  p.aligned = a.ids.aligned16();
+  p.seed = seed;
+  return make_case(p, reference);
+}
+
+NumericCase EplbMapOracle::make_case(const EplbMapCase& p, bool reference) {
   CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   const std::int64_t logical = p.num_logical, physical = p.num_logical + p.num_redundant;
@@ -76,7 +95,7 @@ NumericCase EplbMapOracle::make_case(const EplbMapCase& p) {
   c.inputs.push_back(std::move(l2p));
   c.inputs.push_back(std::move(record));
   c.inputs.push_back(std::move(load));
-  EplbMapOracle{}.compute_reference(c);
+  if (reference) EplbMapOracle{}.compute_reference(c);
   return c;
 }
 
@@ -104,37 +123,7 @@ void EplbMapOracle::compute_reference(NumericCase& c) const {
   c.tolerances.erase("load");
 }
 
-std::vector<Oracle::CaseDesc> EplbMapOracle::sweep(const ModelConfig& config, std::uint64_t seed) const {
-  std::vector<std::int64_t> tokens;
-  for (std::int64_t t : {1, 7, 16, 64, 171, 1000, 8192}) {
-    if (t < config.max_num_batched_tokens) tokens.push_back(t);
-  }
-  tokens.push_back(config.max_num_batched_tokens);
-  std::vector<CaseDesc> out;
-  for (std::int64_t t : tokens) {
-    for (DType d : eplb_map_ids_dtypes(config)) {
-      for (int variant = 0; variant < 4; ++variant) {
-        EplbMapCase p;
-        p.num_tokens = t;
-        p.top_k = config.num_experts_per_tok;
-        p.ids_dtype = d;
-        p.num_logical = config.n_routed_experts;
-        p.num_redundant = config.num_redundant_experts;
-        p.slots = config.eplb_max_slots;
-        p.record = variant != 3;
-        p.num_unpadded = variant == 1;
-        p.in_place = variant == 2;
-        p.aligned = variant % 2 == 0;
-        p.seed = derive_seed(seed, out.size());
-        out.push_back({p.label(), [p] { return make_case(p); }});
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<HostTensor> EplbMapOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
-  DeviceTensors dev(rt.device());
+EplbMapArgs EplbMapOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
   EplbMapArgs a;
   a.ids = dev.upload(c.input("ids"));
   a.replica_count = dev.upload(c.input("replica_count"));
@@ -151,6 +140,13 @@ std::vector<HostTensor> EplbMapOracle::run_on_device(const NumericCase& c, JitRu
   }
   a.max_replicas = scalar(c, "max_replicas");
   if (const std::int64_t n = scalar(c, "num_unpadded"); n >= 0) a.num_unpadded = n;
+  return a;
+}
+
+std::vector<HostTensor> EplbMapOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
+  DeviceTensors dev(rt.device());
+  EplbMapArgs a = device_args(c, dev);
+  const bool in_place = scalar(c, "in_place") != 0;
   EplbMap{}(a, rt);
   rt.device().synchronize();
   HostTensor out = dev.download(in_place ? "ids" : "out");

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "equivalence/oracle.h"
+#include "kernels/eplb_map/eplb_map.h"
 
 namespace warmkey {
 
@@ -33,10 +34,15 @@ class EplbMapOracle : public Oracle {
   // A map where every logical expert has one to four replicas (redundant physical experts spread
   // over random experts), unused slots -1; ids with -1 and out-of-range entries; load starting
   // from random counts (so it is never all zero).
-  static NumericCase make_case(const EplbMapCase& p);
+  using Args = EplbMapArgs;
+  // reference = false: inputs and zeroed outputs only (benchmarks time big cases the CPU cannot check).
+  static NumericCase make_case(const EplbMapCase& p, bool reference = true);
+  // A case with a's shapes, dtypes and alignment (meta tensors from the space), values from seed.
+  static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference = true);
 
-  std::vector<CaseDesc> sweep(const ModelConfig& config, std::uint64_t seed) const override;
   void compute_reference(NumericCase& c) const override;
+  // Real Args over dev's copies of c's inputs, its outputs poisoned (run_on_device and the benches).
+  static Args device_args(const NumericCase& c, DeviceTensors& dev);
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 

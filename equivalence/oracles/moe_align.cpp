@@ -35,7 +35,25 @@ std::string MoeAlignCase::label() const {
                  skewed ? " skewed" : "", extra_capacity ? str_cat(" +", extra_capacity) : "");
 }
 
-NumericCase MoeAlignOracle::make_case(const MoeAlignCase& p) {
+NumericCase MoeAlignOracle::make_case(const MoeAlignArgs& a, const ModelConfig& config, std::uint64_t seed,
+                                      bool reference) {
+  MoeAlignCase p;
+  const bool flat = a.topk_ids.dim() == 1;
+  p.num_tokens = a.topk_ids.size(0);
+  p.top_k = flat ? 1 : a.topk_ids.size(1);
+  p.ids_dtype = a.topk_ids.dtype();
+  p.aligned = a.topk_ids.aligned16();
+  p.num_experts = a.num_experts;
+  p.block_m = a.block_m;
+  p.expert_map = a.expert_map.has_value();
+  p.num_local_experts = std::min(config.num_local_experts(), a.num_experts);
+  p.extra_capacity = a.sorted_token_ids.size(0) - moe_align_sorted_size(a.topk_ids.numel(), a.num_experts, a.block_m);
+  p.skewed = seed % 2 == 1;  // hot experts (long groups) in every other case
+  p.seed = seed;
+  return make_case(p, reference);
+}
+
+NumericCase MoeAlignOracle::make_case(const MoeAlignCase& p, bool reference) {
   CaseRng rng(p.seed);
   const std::int64_t e = p.num_experts, numel = p.num_tokens * p.top_k;
   NumericCase c;
@@ -62,7 +80,7 @@ NumericCase MoeAlignOracle::make_case(const MoeAlignCase& p) {
   c.expected.push_back(HostTensor::zeros("sorted_token_ids", DType::i32, {sorted}));
   c.expected.push_back(HostTensor::zeros("expert_ids", DType::i32, {blocks}));
   c.expected.push_back(HostTensor::zeros("num_tokens_post_padded", DType::i32, {1}));
-  MoeAlignOracle{}.compute_reference(c);
+  if (reference) MoeAlignOracle{}.compute_reference(c);
   return c;
 }
 
@@ -88,38 +106,7 @@ void MoeAlignOracle::compute_reference(NumericCase& c) const {
   for (const char* out : {"sorted_token_ids", "expert_ids", "num_tokens_post_padded"}) c.tolerances.erase(out);
 }
 
-std::vector<Oracle::CaseDesc> MoeAlignOracle::sweep(const ModelConfig& config, std::uint64_t seed) const {
-  std::vector<std::int64_t> tokens;
-  for (std::int64_t t : {1, 7, 16, 64, 170, 171, 1000, 8192}) {
-    if (t < config.max_num_batched_tokens) tokens.push_back(t);
-  }
-  tokens.push_back(config.max_num_batched_tokens);
-  std::vector<CaseDesc> out;
-  for (std::int64_t t : tokens) {
-    for (DType d : routing_index_dtypes(config)) {
-      for (std::int64_t m : kMoeAlignBlockMs) {
-        MoeAlignCase p;
-        p.num_tokens = t;
-        p.top_k = config.num_experts_per_tok;
-        p.ids_dtype = d;
-        p.aligned = out.size() % 2 == 0;
-        p.block_m = m;
-        p.num_experts = config.num_physical_experts();
-        p.expert_map = config.ep_size > 1 && out.size() % 3 != 2;
-        p.num_local_experts = config.num_local_experts();
-        if (config.ep_size > 1 && !p.expert_map) p.num_experts = config.num_local_experts();  // ids already local
-        p.skewed = out.size() % 4 == 1;
-        p.extra_capacity = out.size() % 5 == 0 ? 7 : 0;
-        p.seed = derive_seed(seed, out.size());
-        out.push_back({p.label(), [p] { return make_case(p); }});
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<HostTensor> MoeAlignOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
-  DeviceTensors dev(rt.device());
+MoeAlignArgs MoeAlignOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
   MoeAlignArgs a;
   a.topk_ids = dev.upload(c.input("topk_ids"));
   if (const HostTensor* map = c.find_input("expert_map")) a.expert_map = dev.upload(*map);
@@ -128,6 +115,12 @@ std::vector<HostTensor> MoeAlignOracle::run_on_device(const NumericCase& c, JitR
   a.num_tokens_post_padded = dev.upload(poisoned_copy(c.expected_output("num_tokens_post_padded")));
   a.num_experts = scalar(c, "num_experts");
   a.block_m = scalar(c, "block_m");
+  return a;
+}
+
+std::vector<HostTensor> MoeAlignOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
+  DeviceTensors dev(rt.device());
+  MoeAlignArgs a = device_args(c, dev);
   MoeAlign{}(a, rt);
   rt.device().synchronize();
   return {dev.download("sorted_token_ids"), dev.download("expert_ids"), dev.download("num_tokens_post_padded")};

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "equivalence/oracle.h"
+#include "kernels/moe_align/moe_align.h"
 
 namespace warmkey {
 
@@ -30,10 +31,15 @@ struct MoeAlignCase {
 class MoeAlignOracle : public Oracle {
  public:
   std::string_view kernel() const override { return "moe_align"; }
-  static NumericCase make_case(const MoeAlignCase& p);
+  using Args = MoeAlignArgs;
+  // reference = false: inputs and zeroed outputs only (benchmarks time big cases the CPU cannot check).
+  static NumericCase make_case(const MoeAlignCase& p, bool reference = true);
+  // A case with a's shapes, dtypes and alignment (meta tensors from the space), values from seed.
+  static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference = true);
 
-  std::vector<CaseDesc> sweep(const ModelConfig& config, std::uint64_t seed) const override;
   void compute_reference(NumericCase& c) const override;
+  // Real Args over dev's copies of c's inputs, its outputs poisoned (run_on_device and the benches).
+  static Args device_args(const NumericCase& c, DeviceTensors& dev);
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 

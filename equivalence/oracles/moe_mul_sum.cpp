@@ -1,6 +1,8 @@
 // Oracle of moe_mul_sum: pairs the kernel with reference/moe_mul_sum.
 #include "equivalence/oracles/moe_mul_sum.h"
 
+#include <algorithm>
+
 #include "equivalence/oracles/routing_inputs.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 #include "reference/moe_mul_sum.h"
@@ -33,7 +35,25 @@ Tolerance MoeMulSumOracle::tolerance(DType out_dtype) {
   }
 }
 
-NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p) {
+NumericCase MoeMulSumOracle::make_case(const MoeMulSumArgs& a, const ModelConfig& config, std::uint64_t seed,
+                                       bool reference) {
+  MoeMulSumCase p;
+  p.num_tokens = a.x.size(0);
+  p.top_k = a.x.size(1);
+  p.hidden = a.x.size(2);
+  p.dtype = a.x.dtype();
+  p.out_dtype = a.out.dtype();
+  p.aligned = a.x.aligned16() && a.out.aligned16();
+  if (a.topk_ids) {
+    p.ids_dtype = a.topk_ids->dtype();
+    p.num_experts = a.expert_map->size(0);
+  }
+  p.num_local_experts = std::min(config.num_local_experts(), p.num_experts);
+  p.seed = seed;
+  return make_case(p, reference);
+}
+
+NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p, bool reference) {
   CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   const std::int64_t t = p.num_tokens, k = p.top_k, h = p.hidden;
@@ -43,9 +63,9 @@ NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p) {
   c.seed = p.seed;
 
   HostTensor x = HostTensor::zeros("x", p.dtype, {t, k, h}, offset(p.dtype));
-  rng.fill_uniform(x, -1, 1);
+  fill_uniform(rng, x, -1, 1);
   HostTensor w = HostTensor::zeros("weights", DType::f32, {t, k}, offset(DType::f32));
-  rng.fill_uniform(w, 0, 1);
+  fill_uniform(rng, w, 0, 1);
   c.inputs.push_back(std::move(x));
   c.inputs.push_back(std::move(w));
   if (p.ids_dtype) {
@@ -57,7 +77,7 @@ NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p) {
     c.inputs.push_back(std::move(map));
   }
   c.expected.push_back(HostTensor::zeros("out", p.out_dtype, {t, h}, offset(p.out_dtype)));
-  MoeMulSumOracle{}.compute_reference(c);
+  if (reference) MoeMulSumOracle{}.compute_reference(c);
   return c;
 }
 
@@ -86,38 +106,7 @@ void MoeMulSumOracle::compute_reference(NumericCase& c) const {
   c.tolerances["out"] = tolerance(out.dtype);
 }
 
-std::vector<Oracle::CaseDesc> MoeMulSumOracle::sweep(const ModelConfig& config, std::uint64_t seed) const {
-  std::vector<std::int64_t> tokens;
-  for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
-    if (t < config.max_num_batched_tokens) tokens.push_back(t);
-  }
-  tokens.push_back(config.max_num_batched_tokens);
-  std::vector<std::optional<DType>> maps = {std::nullopt};
-  for (DType d : config.index_dtypes) maps.emplace_back(d);
-
-  std::vector<CaseDesc> out;
-  for (std::int64_t t : tokens) {
-    for (bool aligned : {true, false}) {
-      for (const auto& ids_dtype : maps) {
-        MoeMulSumCase p;
-        p.num_tokens = t;
-        p.top_k = config.num_experts_per_tok;
-        p.hidden = config.hidden_size;
-        p.dtype = p.out_dtype = config.act_dtype;
-        p.aligned = aligned;
-        p.ids_dtype = ids_dtype;
-        p.num_experts = config.num_physical_experts();
-        p.num_local_experts = config.num_local_experts();
-        p.seed = derive_seed(seed, out.size());
-        out.push_back({p.label(), [p] { return make_case(p); }});
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<HostTensor> MoeMulSumOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
-  DeviceTensors dev(rt.device());
+MoeMulSumArgs MoeMulSumOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
   MoeMulSumArgs a;
   a.x = dev.upload(c.input("x"));
   a.weights = dev.upload(c.input("weights"));
@@ -126,6 +115,12 @@ std::vector<HostTensor> MoeMulSumOracle::run_on_device(const NumericCase& c, Jit
     a.expert_map = dev.upload(c.input("expert_map"));
   }
   a.out = dev.poisoned(c.expected_output("out"));
+  return a;
+}
+
+std::vector<HostTensor> MoeMulSumOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
+  DeviceTensors dev(rt.device());
+  MoeMulSumArgs a = device_args(c, dev);
   MoeMulSum{}(a, rt);
   rt.device().synchronize();
   return {dev.download("out")};

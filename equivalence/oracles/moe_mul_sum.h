@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "equivalence/oracle.h"
+#include "kernels/moe_mul_sum/moe_mul_sum.h"
 
 namespace warmkey {
 
@@ -29,13 +30,18 @@ class MoeMulSumOracle : public Oracle {
  public:
   std::string_view kernel() const override { return "moe_mul_sum"; }
   // Inputs: x uniform in [-1, 1), weights in [0, 1), ids mostly local experts; never all zero.
-  static NumericCase make_case(const MoeMulSumCase& p);
+  using Args = MoeMulSumArgs;
+  // reference = false: inputs and zeroed outputs only (benchmarks time big cases the CPU cannot check).
+  static NumericCase make_case(const MoeMulSumCase& p, bool reference = true);
+  // A case with a's shapes, dtypes and alignment (meta tensors from the space), values from seed.
+  static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference = true);
   // One ulp of the output dtype relative to the value (bf16 2^-7, f16 2^-10; f32 2^-18 for the
   // fp32 accumulation), with a floor for sums that cancel towards zero.
   static Tolerance tolerance(DType out_dtype);
 
-  std::vector<CaseDesc> sweep(const ModelConfig& config, std::uint64_t seed) const override;
   void compute_reference(NumericCase& c) const override;
+  // Real Args over dev's copies of c's inputs, its outputs poisoned (run_on_device and the benches).
+  static Args device_args(const NumericCase& c, DeviceTensors& dev);
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 

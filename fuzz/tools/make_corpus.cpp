@@ -8,10 +8,10 @@
 #include <set>
 #include <string>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/warm_set.h"
-#include "fuzz/gen/byte_draw.h"
-#include "fuzz/gen/config.h"
-#include "kernels/builtin.h"
+#include "spaces/byte_draw.h"
+#include "spaces/config.h"
 #include "warmup/source_set.h"
 
 int main(int argc, char** argv) {
@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   const std::size_t max_files = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
   equivalence::WarmSetCache cache;
-  for (const fuzz::InputSpace& space : fuzz::input_spaces()) {
-    const Kernel* kernel = builtin_registry().find(space.kernel);
-    if (kernel == nullptr) continue;
+  for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
+    const spaces::InputSpace& space = *row->space;
+    const Kernel* kernel = &row->contract();
     fs::path dir = root / space.kernel;
     fs::create_directories(dir);
     std::set<std::string> reached;
@@ -39,12 +39,12 @@ int main(int argc, char** argv) {
     };
     save({});
     for (std::uint64_t i = 0; i < 200000 && written < max_files; ++i) {
-      fuzz::ByteDraw d = fuzz::ByteDraw::seeded(fuzz::case_seed(0x5eed, i, 0));
+      spaces::ByteDraw d = spaces::ByteDraw::seeded(spaces::case_seed(0x5eed, i, 0));
       d.set_labelling(false);
-      ModelConfig config = fuzz::draw_config(d);
+      ModelConfig config = spaces::draw_config(d);
       const auto& warm = cache.get(space, *kernel, config);
       if (!warm.used()) continue;
-      fuzz::CaseFacts f = space.run_case(*kernel, d, config, nullptr);
+      spaces::CaseFacts f = space.run_case(*kernel, d, config, nullptr);
       if (!f.bound) continue;
       std::string id = config.name + "|" + warm.jit_key(*f.bound).digest();
       if (reached.insert(id).second) save(d.take_recorded());

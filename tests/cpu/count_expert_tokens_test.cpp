@@ -8,9 +8,9 @@
 #include "equivalence/oracles/count_expert_tokens.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "reference/count_expert_tokens.h"
-#include "tests/support/contract_props.h"
 #include "tests/support/device.h"
-#include "tests/support/gen.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -91,6 +91,7 @@ CountExpertTokensArgs valid_args(std::int64_t tokens = 7) {
   CountExpertTokensArgs a;
   a.topk_ids = Tensor::meta(DType::i32, {tokens, 6});
   a.counts = Tensor::meta(DType::i32, {32});
+  a.workspace = Tensor::meta(DType::i32, {33});
   return a;
 }
 
@@ -136,6 +137,8 @@ TEST(CountExpertTokensValidation, errorsNameKernelFieldAndValue) {
       {"counts empty", [](auto& a) { a.counts = Tensor::meta(DType::i32, {0}); }, "counts", "size 0"},
       {"counts too long", [](auto& a) { a.counts = Tensor::meta(DType::i32, {kMaxLocalExperts + 1}); }, "counts",
        "size 12289"},
+      {"workspace dtype", [](auto& a) { a.workspace = Tensor::meta(DType::i64, {33}); }, "workspace", "i64"},
+      {"workspace short", [](auto& a) { a.workspace = Tensor::meta(DType::i32, {32}); }, "workspace", "size 32"},
   };
   for (const Bad& c : cases) {
     SCOPED_TRACE(c.name);
@@ -161,101 +164,18 @@ TEST(CountExpertTokensKey, holdsIdsDtypeAlignmentClassesAndBlockSize) {
   a.topk_ids = Tensor::meta(DType::i64, {100, 6}, 8);
   a.expert_map = Tensor::meta(DType::i32, {288});
   a.counts = Tensor::meta(DType::i32, {36});
+  a.workspace = Tensor::meta(DType::i32, {37});
   EXPECT_EQ(kKernel.dispatch(a).to_string(),
             "count_expert_tokens{ids_dtype=i64, ids_aligned=false, num_local_experts=2, has_expert_map=true, "
             "numel=2, block_size=1024}");
 }
 
-// ---- contract properties -----------------------------------------------------------------------
+// ---- the contract ------------------------------------------------------------------------------
+// P1-P5 over every input of the space: tests/cpu/equivalence_properties_test.cpp and
+// kernel_table_test.cpp (generic, every row of the kernel table).
 
-Tensor fake_view(DType d, std::initializer_list<std::int64_t> sizes, int offset) {
-  static constexpr std::uintptr_t kBase = 0x7f0000000000;  // never dereferenced
-  return Tensor::view(d, reinterpret_cast<void*>(kBase + static_cast<std::uintptr_t>(offset)), sizes);
-}
-
-struct RuntimeCase {
-  ModelConfig config;
-  CountExpertTokensArgs args;
-};
-
-// Valid runtime inputs of a configuration: ids [T, K] with T around 1, 16, the powers of two the
-// block size turns on and their neighbours; every index dtype; aligned and misaligned; with and
-// without a map under EP.
-rc::Gen<RuntimeCase> gen_runtime_case() {
-  return rc::gen::exec([] {
-    RuntimeCase c{*test::gen_config()};
-    const ModelConfig& cfg = c.config;
-    const std::int64_t k = cfg.num_experts_per_tok;
-    std::vector<std::int64_t> cuts;  // token counts whose id count crosses a block-size boundary
-    for (std::int64_t b : count_expert_tokens_boundaries()) cuts.push_back(b / k);
-    const std::int64_t t = *test::gen_count(cfg.max_num_batched_tokens, cuts).as("num_tokens");
-    const DType d = *rc::gen::elementOf(cfg.index_dtypes).as("ids dtype");
-    c.args.topk_ids = fake_view(d, {t, k}, *test::gen_offset(d).as("ids offset"));
-    if (cfg.ep_size > 1 && *rc::gen::arbitrary<bool>().as("expert map"))
-      c.args.expert_map = fake_view(DType::i32, {cfg.num_physical_experts()}, *test::gen_offset(DType::i32));
-    c.args.counts = fake_view(DType::i32, {cfg.num_local_experts()}, *test::gen_offset(DType::i32));
-    return c;
-  });
-}
-
-void classify(const RuntimeCase& c) {
-  const std::int64_t n = c.args.topk_ids.numel();
-  RC_CLASSIFY(n % 16 == 0, "numel % 16 == 0");
-  RC_TAG(str_cat("block ", count_expert_tokens_block_size(n)));
-  RC_CLASSIFY(!c.args.topk_ids.aligned16(), "misaligned");
-  RC_CLASSIFY(c.args.expert_map.has_value(), "expert map");
-}
-
-RC_GTEST_PROP(CountExpertTokensContract, runtimeInputsAreValid, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  kKernel.validate(c.args);
-}
-
-RC_GTEST_PROP(CountExpertTokensContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_dispatch_warmed(kKernel, c.config, c.args);
-}
-
-RC_GTEST_PROP(CountExpertTokensContract, compileKeyDecidesTheBinary, ()) {  // P3
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_key_sufficient(kKernel, c.args);
-}
-
-RC_GTEST_PROP(CountExpertTokensContract, warmupInputsReproduceTheirKeyAndValidate, ()) {  // P1, P5
-  const ModelConfig config = *test::gen_config();
-  const std::vector<std::string> problems = test::check_round_trip(kKernel, config);
-  RC_LOG() << test::join_lines(problems);
-  RC_ASSERT(problems.empty());
-}
-
-TEST(CountExpertTokensContract, embeddedConfigsRoundTrip) {  // P1, P5 on the shipped configurations
-  for (const std::string& name : embedded_config_names()) {
-    SCOPED_TRACE(name);
-    EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, load_config(name))), "");
-  }
-}
-
-// Contract break 3 (KERNELS.md): a block size recomputed from a small warmup tensor. The mutant
-// warms "one token, that is enough" for every key, so launch_spec derives BLOCK_SIZE = 8.
-class SmallWarmupShapeMutant : public CountExpertTokens {
- public:
-  Args warmup_inputs(const CompileKey& key) const override {
-    Args a = CountExpertTokens::warmup_inputs(key);
-    a.topk_ids = Tensor::meta(a.topk_ids.dtype(), {1, 6}, a.topk_ids.meta().align_offset);
-    return a;
-  }
-};
-
-template <class K>
-bool warms(const K& kernel, const ModelConfig& config, const BoundKey& wanted) {
-  for (const CompileKey& key : kernel.warmup_keys(config)) {
-    if (kernel.warmup_bound_key(key) == wanted) return true;
-  }
-  return false;
-}
-
+// Contract break 3 (KERNELS.md): a block size recomputed from a small warmup tensor. The
+// catalogue's mutant warms rep(numel) ids for every key, so launch_spec derives a small BLOCK_SIZE.
 TEST(CountExpertTokensContract, blockSizeComesFromTheKeyNotFromAWarmupShape) {
   const ModelConfig config = default_config();
   for (const CompileKey& key : kKernel.warmup_keys(config)) {
@@ -267,46 +187,16 @@ TEST(CountExpertTokensContract, blockSizeComesFromTheKeyNotFromAWarmupShape) {
   CountExpertTokensArgs prefill;
   prefill.topk_ids = Tensor::meta(DType::i32, {8192, 6});
   prefill.counts = Tensor::meta(DType::i32, {config.num_local_experts()});
+  prefill.workspace = Tensor::meta(DType::i32, {count_expert_tokens_workspace_size(config.num_local_experts())});
   const BoundKey runtime = kKernel.bound_key(prefill);
-  EXPECT_TRUE(warms(kKernel, config, runtime));
+  EXPECT_TRUE(test::warms(kKernel, config, runtime));
   // ...the mutant does not (the serving compile P2 forbids), and P1 names its broken keys.
-  const SmallWarmupShapeMutant mutant;
-  EXPECT_FALSE(warms(mutant, config, runtime));
-  const std::vector<std::string> problems = test::check_round_trip(mutant, config);
+  const auto mutant = test::planted("count_expert_tokens.warmup_numel_from_rep");
+  ASSERT_NE(mutant, nullptr);
+  EXPECT_FALSE(test::warms(*mutant, config, runtime));
+  const std::vector<std::string> problems = test::warmup_findings(*mutant, config);
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems.front().find("block_size"), std::string::npos) << problems.front();
-}
-
-// ---- NVRTC -------------------------------------------------------------------------------------
-
-// Every warmup key NVRTC-compiles, and (P2 through the JIT runtime) after warming each embedded
-// configuration into a fresh runtime (sharing the disk cache) runtime lookups of its inputs all hit.
-TEST(CountExpertTokensCompile, warmupKeysCompileAndServeEveryProbedInput) {
-  test::TempDir cache("warmkey-cache");
-  for (const std::string& name : embedded_config_names()) {
-    const ModelConfig cfg = load_config(name);
-    if (!kKernel.used_by(cfg)) continue;
-    const std::int64_t k = cfg.num_experts_per_tok;
-    std::vector<std::int64_t> cuts;
-    for (std::int64_t b : count_expert_tokens_boundaries()) cuts.push_back(b / k);
-    std::vector<CountExpertTokensArgs> inputs;
-    for (std::int64_t t : test::probe_counts(cfg.max_num_batched_tokens, cuts)) {
-      for (DType d : cfg.index_dtypes) {
-        for (int off : {0, dtype_size(d)}) {
-          for (bool map : {false, cfg.ep_size > 1}) {
-            CountExpertTokensArgs a;
-            a.topk_ids = fake_view(d, {t, k}, off);
-            if (map) a.expert_map = fake_view(DType::i32, {cfg.num_physical_experts()}, 0);
-            a.counts = fake_view(DType::i32, {cfg.num_local_experts()}, 8);
-            inputs.push_back(a);
-          }
-        }
-      }
-    }
-    auto rt = test::make_test_runtime(cache.path());
-    EXPECT_EQ(test::join_lines(test::inputs_that_would_compile(kKernel, cfg, *rt, inputs)), "") << name;
-    EXPECT_GT(rt->l1_size(), 0u) << name;
-  }
 }
 
 }  // namespace

@@ -9,12 +9,14 @@
 #include <limits>
 #include <numeric>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/oracles/dsv4_topk.h"
 #include "kernels/dsv4_topk/dsv4_topk.h"
 #include "reference/dsv4_topk.h"
-#include "tests/support/contract_props.h"
+#include "spaces/space.h"
 #include "tests/support/device.h"
-#include "tests/support/gen.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -338,6 +340,61 @@ RC_GTEST_PROP(Dsv4TopkFastPath, separatedRowsRankLikeFloat64, ()) {
   }
 }
 
+// A host model of dsv4_topk.cuh's filter: estimates off the true scores by up to the bound the
+// NOTES derive (1.2e-4 * (1 + s), either sign, chosen adversarially), the slack d, the cut from the
+// lane maxima of lo, and the candidates hi >= cut. Every expert the float64 ranking puts among the
+// K + 1 largest must be a candidate, whatever the estimates' errors within the bound.
+RC_GTEST_PROP(Dsv4TopkFastPath, filterCandidatesHoldTheTopKPlusOne, ()) {
+  const int e_count = *rc::gen::element(8, 16, 33, 64, 99, 256, 384).as("E");
+  const int k = *rc::gen::inRange(1, 7).as("K");
+  Inputs in;
+  in.k = k;
+  in.logits.resize(1, e_count);
+  in.bias = Eigen::VectorXf(e_count);
+  const int cluster = *rc::gen::inRange(0, 48).as("cluster size");
+  for (int i = 0; i < e_count; ++i) {
+    in.logits(0, i) = *rc::gen::inRange(-4000, 4000) / 1000.0f;
+    (*in.bias)(i) = *rc::gen::inRange(-8, 9) / 16.0f;
+  }
+  for (int j = 0; j < cluster; ++j)  // values within the slack of each other at the top
+    in.logits(0, *rc::gen::inRange(0, e_count)) = 6.0f + *rc::gen::inRange(-2000, 2000) * 1e-6f;
+  const int group = e_count > 64 ? 4 : 1;
+  std::vector<float> lo(e_count), hi(e_count);
+  for (int i = 0; i < e_count; ++i) {
+    const double s = reference::dsv4_score(in.logits(0, i));
+    const double err = 1.2e-4 * (1.0 + s) * (*rc::gen::inRange(-1000, 1001) / 1000.0);
+    const float est = static_cast<float>(s + err), b = (*in.bias)(i);
+    const float d = 1e-3f * (1.0f + est + std::fabs(b));
+    const float v = est + b;
+    lo[i] = v - d;
+    hi[i] = v + d;
+  }
+  std::vector<float> lane_max(32, -std::numeric_limits<float>::infinity());
+  std::vector<bool> has(32, false);
+  for (int i = 0; i < e_count; ++i) {
+    const int lane = (i % (32 * group)) / group;
+    lane_max[lane] = has[lane] ? std::max(lane_max[lane], lo[i]) : lo[i];
+    has[lane] = true;
+  }
+  // The device's rounds: remove the largest lane maxima (all lanes equal to it) until K + 1 lanes
+  // are counted; the last one removed is the cut (none: every expert is a candidate).
+  std::vector<float> maxima;
+  for (int l = 0; l < 32; ++l) {
+    if (has[l]) maxima.push_back(lane_max[l]);
+  }
+  std::sort(maxima.rbegin(), maxima.rend());
+  const bool all = static_cast<int>(maxima.size()) < k + 1;
+  const float cut = all ? -std::numeric_limits<float>::infinity() : maxima[k];
+  std::vector<std::int64_t> order(e_count);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return selection(in, 0, a) > selection(in, 0, b); });
+  int candidates = 0;
+  for (int i = 0; i < e_count; ++i) candidates += hi[i] >= cut ? 1 : 0;
+  RC_CLASSIFY(candidates > 32, "more than 32 candidates (float64 over all of them)");
+  for (int r = 0; r <= k && r < e_count; ++r) RC_ASSERT(hi[order[r]] >= cut);
+}
+
 TEST(Dsv4TopkFastPath, exactTiesAndInfinitiesTakeTheFloat64Path) {
   Inputs in;
   in.k = 2;
@@ -371,13 +428,18 @@ TEST(Dsv4TopkOracle, casesAreNeverAllZeroAndReplayFromDisk) {
 }
 
 TEST(Dsv4TopkOracle, sweepsCoverEveryModeOfTheConfig) {
-  const std::vector<Oracle::CaseDesc> cases = Dsv4TopkOracle{}.sweep(default_config(), 1);
+  // The standard cases are the space's replay of a ladder of batches: every layer kind and mode
+  // serving runs, built into cases by the oracle from the replayed Args.
+  const std::vector<equivalence::CaseDesc> cases = equivalence::find_kernel("dsv4_topk")->sweep(default_config(), 1);
   auto has = [&](std::string_view word) {
     return std::any_of(cases.begin(), cases.end(),
                        [&](const auto& c) { return c.label.find(word) != std::string::npos; });
   };
-  for (const char* w : {" vl", " hash", " pad", " misaligned", " no-renorm", " pdl", "T=1 ", "T=8192"})
+  for (const char* w : {"hash layer", "routed layer", ", VL", "offset=1", "padded", "T=1,", "T=8192,"})
     EXPECT_TRUE(has(w)) << w;
+  const NumericCase c = cases.front().make();
+  EXPECT_EQ(c.kernel, "dsv4_topk");
+  EXPECT_NE(c.label.find("T=1 "), std::string::npos) << c.label;
 }
 
 // ---- validation --------------------------------------------------------------------------------
@@ -547,146 +609,29 @@ TEST(Dsv4TopkKey, warmupKeyCountsOfTheShippedConfigs) {
   EXPECT_EQ(kKernel.warmup_keys(no_vision).size(), 8u);
 }
 
-// ---- contract properties -----------------------------------------------------------------------
+// ---- the contract ------------------------------------------------------------------------------
+// P1-P5 over every input of the space: tests/cpu/equivalence_properties_test.cpp and
+// kernel_table_test.cpp (generic, every row of the kernel table).
 
-constexpr std::uintptr_t kFakeBase = 0x7f0000000000;  // never dereferenced
-
-Tensor fake_view(DType d, std::initializer_list<std::int64_t> sizes, int offset) {
-  return Tensor::view(d, reinterpret_cast<void*>(kFakeBase + static_cast<std::uintptr_t>(offset)), sizes);
-}
-
-struct RuntimeCase {
-  ModelConfig config;
-  Dsv4TopkArgs args;
-};
-
-// Valid runtime inputs of a configuration: T around 1, 16 and the powers of two (0 too), logits
-// aligned or not, contiguous or with padded rows; every index dtype; VL steps (and text steps
-// that still pass bias_vl), hash layers (with or without a stray bias), padding and PDL.
-rc::Gen<RuntimeCase> gen_runtime_case() {
-  return rc::gen::exec([] {
-    RuntimeCase c{*test::gen_config(), {}};
-    if (*rc::gen::arbitrary<bool>().as("vision off")) c.config.vision = false;
-    if (*rc::gen::arbitrary<bool>().as("no hash layers")) c.config.num_hash_layers = 0;
-    const ModelConfig& cfg = c.config;
-    const std::int64_t e = cfg.n_routed_experts, k = cfg.num_experts_per_tok;
-    const std::int64_t t = *rc::gen::weightedOneOf<std::int64_t>(
-                                {{1, rc::gen::just<std::int64_t>(0)}, {9, test::gen_count(cfg.max_num_batched_tokens)}})
-                                .as("num_tokens");
-    const std::int64_t pad = *rc::gen::element<std::int64_t>(0, 0, 1, 3, 4, 16).as("logits row pad");
-    const int offset = *test::gen_offset(DType::f32).as("logits offset");
-    const std::int64_t sizes[] = {t, e}, strides[] = {e + pad, 1};
-    Dsv4TopkArgs& a = c.args;
-    a.logits = Tensor::view_strided(DType::f32, reinterpret_cast<void*>(kFakeBase + offset), sizes, strides);
-    const DType d = *rc::gen::elementOf(routing_index_dtypes(cfg)).as("ids dtype");
-    a.weights = fake_view(DType::f32, {t, k}, *test::gen_offset(DType::f32));
-    a.ids = fake_view(d, {t, k}, *test::gen_offset(d));
-    a.vocab_size = cfg.vocab_size;
-    const bool hash = cfg.num_hash_layers > 0 && *rc::gen::arbitrary<bool>().as("hash layer");
-    if (!hash || *rc::gen::arbitrary<bool>().as("stray bias"))
-      a.bias = fake_view(DType::f32, {e}, *test::gen_offset(DType::f32));
-    if (cfg.vision && *rc::gen::arbitrary<bool>().as("bias_vl")) {
-      a.bias_vl = fake_view(DType::f32, {e}, *test::gen_offset(DType::f32));
-      a.sentinel_lo = *rc::gen::arbitrary<bool>().as("image rows") ? cfg.image_sentinel_lo : 0;
-    }
-    if (dsv4_topk_has_vl(a) || hash || *rc::gen::arbitrary<bool>().as("stray input_ids"))
-      a.input_ids = fake_view(DType::i32, {t}, *test::gen_offset(DType::i32));
-    if (hash) a.tid2eid = fake_view(DType::i32, {cfg.vocab_size, k}, *test::gen_offset(DType::i32));
-    if (*rc::gen::arbitrary<bool>().as("padding")) a.num_unpadded = *rc::gen::inRange<std::int64_t>(0, t + 1);
-    a.renormalize = cfg.norm_topk_prob;
-    a.routed_scaling_factor = cfg.routed_scaling_factor;
-    a.launch_pdl = *rc::gen::arbitrary<bool>().as("pdl");
-    return c;
-  });
-}
-
-void classify(const RuntimeCase& c) {
-  RC_CLASSIFY(c.args.logits.size(0) == 0, "T == 0");
-  RC_CLASSIFY(!c.args.logits.aligned16(), "misaligned");
-  RC_CLASSIFY(!c.args.logits.is_contiguous(), "padded rows");
-  RC_CLASSIFY(dsv4_topk_has_vl(c.args), "VL");
-  RC_CLASSIFY(c.args.tid2eid.has_value(), "hash");
-  RC_TAG(str_cat("E=", c.args.logits.size(1)));
-}
-
-RC_GTEST_PROP(Dsv4TopkContract, runtimeInputsAreValid, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  kKernel.validate(c.args);
-}
-
-RC_GTEST_PROP(Dsv4TopkContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_dispatch_warmed(kKernel, c.config, c.args);
-}
-
-// P2: the binary a runtime input needs is one that warmup compiles.
-RC_GTEST_PROP(Dsv4TopkContract, everyRuntimeBinaryIsWarmed, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_binary_warmed(kKernel, c.config, c.args);
-}
-
-RC_GTEST_PROP(Dsv4TopkContract, compileKeyDecidesTheBinary, ()) {  // P3 (and so P2 with P4)
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_key_sufficient(kKernel, c.args);
-}
-
-RC_GTEST_PROP(Dsv4TopkContract, warmupInputsReproduceTheirKeyAndValidate, ()) {  // P1, P5
-  const ModelConfig config = *test::gen_config();
-  const std::vector<std::string> problems = test::check_round_trip(kKernel, config);
-  RC_LOG() << test::join_lines(problems);
-  RC_ASSERT(problems.empty());
-}
-
-TEST(Dsv4TopkContract, embeddedConfigsRoundTrip) {  // P1, P5 on the shipped configurations
-  for (const std::string& name : embedded_config_names()) {
-    SCOPED_TRACE(name);
-    EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, load_config(name))), "");
-  }
-}
-
-// Contract break 1 (KERNELS.md): dispatch forgets a field that changes the binary. The mutant
-// drops the VL flag and the sentinel class; P3 sees the JitKeys differ on a VL input.
-class ForgetsVlMutant : public Dsv4Topk {
- public:
-  CompileKey dispatch(const Args& a) const override {
-    return Dsv4Topk::dispatch(a).with("has_vl", false).with("sentinel_lo", std::int64_t{0});
-  }
-};
-
-class SentinelAlwaysDivisibleMutant : public Dsv4Topk {
- public:
-  Args warmup_inputs(const CompileKey& key) const override {
-    Args a = Dsv4Topk::warmup_inputs(key);
-    if (a.sentinel_lo > 0) a.sentinel_lo = 16;  // "any sentinel will do"
-    return a;
-  }
-};
-
+// Contract break 1 (KERNELS.md): dispatch forgets a field that changes the binary. The catalogue's
+// mutants drop the VL flag or the sentinel's value class; P3 sees the JitKeys differ on a VL input.
 TEST(Dsv4TopkContract, forgottenVlFieldOrSentinelClassChangesTheBinary) {
   Dsv4TopkArgs vl = valid_args();
   EXPECT_EQ(kKernel.bound_key(vl), kKernel.bound_key(kKernel.warmup_inputs(kKernel.dispatch(vl))));
-  const ForgetsVlMutant forgets;
-  EXPECT_FALSE(forgets.bound_key(vl) == forgets.bound_key(forgets.warmup_inputs(forgets.dispatch(vl))));
-  const SentinelAlwaysDivisibleMutant divisible;
-  EXPECT_FALSE(divisible.bound_key(vl) == divisible.bound_key(divisible.warmup_inputs(divisible.dispatch(vl))));
-  EXPECT_FALSE(test::check_round_trip(divisible, default_config()).empty());
-}
-
-// ---- NVRTC -------------------------------------------------------------------------------------
-
-TEST(Dsv4TopkCompile, everyWarmupKeyOfTheEmbeddedConfigsCompiles) {
-  test::TempDir cache("warmkey-cache");
-  auto rt = test::make_test_runtime(cache.path());
-  for (const std::string& name : embedded_config_names()) {
-    const ModelConfig config = load_config(name);
-    if (!kKernel.used_by(config)) continue;
-    const WarmResult r = test::compile_warmup_keys(kKernel, config, *rt);
-    EXPECT_EQ(r.failed, 0u) << name << ":\n" << test::join_lines(r.failures);
-    EXPECT_GT(r.keys, 0u) << name;
-  }
+  const auto sentinel = test::planted("dsv4_topk.dispatch_forgets_sentinel_class");
+  ASSERT_NE(sentinel, nullptr);
+  const auto& m = spaces::as_contract<Dsv4TopkArgs>(*sentinel);
+  EXPECT_FALSE(m.bound_key(vl) == m.bound_key(m.warmup_inputs(m.dispatch(vl))));
+  EXPECT_FALSE(test::warmup_findings(*sentinel, default_config()).empty());
+  // A text-only step that still passes the model's sentinel id (no bias_vl): VL is off.
+  Dsv4TopkArgs sentinel_no_bias = vl;
+  sentinel_no_bias.bias_vl.reset();
+  EXPECT_EQ(kKernel.bound_key(sentinel_no_bias),
+            kKernel.bound_key(kKernel.warmup_inputs(kKernel.dispatch(sentinel_no_bias))));
+  const auto forgets = test::planted("dsv4_topk.dispatch_forgets_vl_flag");
+  ASSERT_NE(forgets, nullptr);
+  const auto& f = spaces::as_contract<Dsv4TopkArgs>(*forgets);
+  EXPECT_FALSE(f.bound_key(sentinel_no_bias) == f.bound_key(f.warmup_inputs(f.dispatch(sentinel_no_bias))));
 }
 
 }  // namespace

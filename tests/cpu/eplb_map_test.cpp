@@ -9,9 +9,10 @@
 #include "equivalence/oracles/eplb_map.h"
 #include "kernels/eplb_map/eplb_map.h"
 #include "reference/eplb_map.h"
-#include "tests/support/contract_props.h"
+#include "spaces/space.h"
 #include "tests/support/device.h"
-#include "tests/support/gen.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -255,138 +256,22 @@ TEST(EplbMapKey, warmupKeysOfTheEplbConfig) {
   EXPECT_EQ(kKernel.warmup_keys(eplb).size(), 8u);
 }
 
-// ---- contract properties -----------------------------------------------------------------------
-
-Tensor fake_view(DType d, std::initializer_list<std::int64_t> sizes, int offset) {
-  static constexpr std::uintptr_t kBase = 0x7f0000000000;  // never dereferenced
-  return Tensor::view(d, reinterpret_cast<void*>(kBase + static_cast<std::uintptr_t>(offset)), sizes);
-}
-
-struct RuntimeCase {
-  ModelConfig config;
-  EplbMapArgs args;
-};
-
-// A configuration with EPLB on: an embedded one (variants included), with redundant experts.
-rc::Gen<ModelConfig> gen_eplb_config() {
-  return rc::gen::exec([] {
-    ModelConfig c = *test::gen_config();
-    if (!c.eplb) {
-      c.eplb = true;
-      c.num_redundant_experts = *rc::gen::element<std::int64_t>(0, 8, 16, 32, 64).as("redundant experts");
-      if (c.num_physical_experts() % c.ep_size != 0) c.num_redundant_experts = 0;
-    }
-    c.validate();
-    return c;
-  });
-}
-
-// Valid runtime inputs: ids [T, K] with T around 1, 16, the powers of two and the block-size
-// boundary; i32 or i64 ids, aligned or not, out separate or in place; the config's maps.
-rc::Gen<RuntimeCase> gen_runtime_case() {
-  return rc::gen::exec([] {
-    RuntimeCase c{*gen_eplb_config(), {}};
-    const ModelConfig& cfg = c.config;
-    const std::int64_t k = cfg.num_experts_per_tok;
-    const std::int64_t b = kEplbMapNumelBoundaries[0];
-    const std::int64_t t =
-        *rc::gen::weightedOneOf<std::int64_t>({{1, rc::gen::just<std::int64_t>(0)},
-                                               {9, test::gen_count(cfg.max_num_batched_tokens, {b / k, b / k + 1})}})
-             .as("num_tokens");
-    const DType d = *rc::gen::elementOf(eplb_map_ids_dtypes(cfg)).as("ids dtype");
-    EplbMapArgs& a = c.args;
-    a.ids = fake_view(d, {t, k}, *test::gen_offset(d).as("ids offset"));
-    a.out = *rc::gen::arbitrary<bool>().as("in place") ? a.ids : fake_view(d, {t, k}, *test::gen_offset(d));
-    a.replica_count = fake_view(DType::i64, {cfg.n_routed_experts}, *test::gen_offset(DType::i64));
-    a.l2p = fake_view(DType::i64, {cfg.n_routed_experts, cfg.eplb_max_slots}, *test::gen_offset(DType::i64));
-    a.record = fake_view(DType::i32, {1}, *test::gen_offset(DType::i32));
-    a.load = fake_view(DType::i32, {cfg.num_physical_experts()}, *test::gen_offset(DType::i32));
-    a.max_replicas = *rc::gen::inRange<std::int64_t>(1, cfg.num_redundant_experts + 2).as("max replicas");
-    if (*rc::gen::arbitrary<bool>().as("unpadded limit")) a.num_unpadded = *rc::gen::inRange<std::int64_t>(0, t + 1);
-    return c;
-  });
-}
-
-void classify(const RuntimeCase& c) {
-  RC_TAG(str_cat("block ", eplb_map_block_size(c.args.ids.numel())));
-  RC_CLASSIFY(c.args.ids.numel() == 0, "empty");
-  RC_CLASSIFY(c.args.num_unpadded.has_value(), "unpadded limit");
-}
-
-RC_GTEST_PROP(EplbMapContract, runtimeInputsAreValid, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  kKernel.validate(c.args);
-}
-
-RC_GTEST_PROP(EplbMapContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_dispatch_warmed(kKernel, c.config, c.args);
-}
-
-// P2: the binary a runtime input needs is one that warmup compiles.
-RC_GTEST_PROP(EplbMapContract, everyRuntimeBinaryIsWarmed, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_binary_warmed(kKernel, c.config, c.args);
-}
-
-RC_GTEST_PROP(EplbMapContract, compileKeyDecidesTheBinary, ()) {  // P3
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_key_sufficient(kKernel, c.args);
-}
-
-RC_GTEST_PROP(EplbMapContract, warmupInputsReproduceTheirKeyAndValidate, ()) {  // P1, P5
-  const ModelConfig config = *gen_eplb_config();
-  const std::vector<std::string> problems = test::check_round_trip(kKernel, config);
-  RC_LOG() << test::join_lines(problems);
-  RC_ASSERT(problems.empty());
-}
-
-TEST(EplbMapContract, embeddedConfigsRoundTrip) {  // P1, P5 on the shipped configurations
-  for (const std::string& name : embedded_config_names()) {
-    SCOPED_TRACE(name);
-    EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, load_config(name))), "");
-  }
-}
+// ---- the contract ------------------------------------------------------------------------------
+// P1-P5 over every input of the space: tests/cpu/equivalence_properties_test.cpp and
+// kernel_table_test.cpp (generic, every row of the kernel table).
 
 // Contract break 2 (KERNELS.md): warmup declares the EPLB maps as i32 where runtime passes i64.
-// P5 rejects the warmup inputs, and the binary differs (P3).
-class I32MapsMutant : public EplbMap {
- public:
-  Args warmup_inputs(const CompileKey& key) const override {
-    Args a = EplbMap::warmup_inputs(key);
-    a.replica_count = Tensor::meta(DType::i32, {a.replica_count.size(0)});
-    a.l2p = Tensor::meta(DType::i32, {a.l2p.size(0), a.l2p.size(1)});
-    return a;
-  }
-};
-
+// P5 rejects the catalogue mutant's warmup inputs, and the binary differs (P3).
 TEST(EplbMapContract, warmupMapsMustBeInt64) {
-  const I32MapsMutant mutant;
+  const auto planted = test::planted("eplb_map.warmup_maps_i32");
+  ASSERT_NE(planted, nullptr);
+  const auto& mutant = spaces::as_contract<EplbMapArgs>(*planted);
   const EplbMapArgs runtime = valid_args();
   EXPECT_FALSE(mutant.bound_key(runtime) == mutant.bound_key(mutant.warmup_inputs(mutant.dispatch(runtime))));
   EXPECT_EQ(kKernel.bound_key(runtime), kKernel.bound_key(kKernel.warmup_inputs(kKernel.dispatch(runtime))));
-  const std::vector<std::string> problems = test::check_round_trip(mutant, load_config("dsv4-flash-ep8-eplb"));
+  const std::vector<std::string> problems = test::warmup_findings(*planted, load_config("dsv4-flash-ep8-eplb"));
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems.front().find("replica_count"), std::string::npos) << problems.front();
-}
-
-// ---- NVRTC -------------------------------------------------------------------------------------
-
-TEST(EplbMapCompile, everyWarmupKeyOfTheEplbConfigsCompiles) {
-  test::TempDir cache("warmkey-cache");
-  auto rt = test::make_test_runtime(cache.path());
-  ModelConfig tiny = load_config("tiny");  // small maps: every value class 2
-  tiny.eplb = true;
-  tiny.num_redundant_experts = 3;
-  tiny.eplb_max_slots = 7;
-  for (const ModelConfig& config : {load_config("dsv4-flash-ep8-eplb"), tiny}) {
-    const WarmResult r = test::compile_warmup_keys(kKernel, config, *rt);
-    EXPECT_EQ(r.failed, 0u) << config.name << ":\n" << test::join_lines(r.failures);
-    EXPECT_GT(r.keys, 0u) << config.name;
-  }
 }
 
 }  // namespace

@@ -4,15 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/verify.h"
-#include "kernels/builtin.h"
 
 namespace warmkey::equivalence {
 namespace {
 
 TEST(CoverageCertificate, everyEmbeddedConfigHasEveryReachableJitKeyWarmed) {
   for (const std::string& name : embedded_config_names()) {
-    Certificate c = make_certificate(builtin_registry(), load_config(name));
+    Certificate c = make_certificate(equivalence::builtin_registry(), load_config(name));
     EXPECT_TRUE(c.all_warmed()) << c.to_text();
     for (const auto& k : c.kernels) {
       EXPECT_FALSE(k.truncated) << k.kernel << " under " << name;
@@ -26,7 +26,7 @@ TEST(CoverageCertificate, everyEmbeddedConfigHasEveryReachableJitKeyWarmed) {
 }
 
 TEST(CoverageCertificate, dsv4FlashJsonNamesClassesKeysAndVerdictPerKernel) {
-  Certificate c = make_certificate(builtin_registry(), load_config("dsv4-flash"));
+  Certificate c = make_certificate(equivalence::builtin_registry(), load_config("dsv4-flash"));
   const nlohmann::json j = c.to_json();
   EXPECT_EQ(j["config"], "dsv4-flash");
   EXPECT_EQ(j["all_warmed"], "yes");
@@ -41,8 +41,9 @@ TEST(CoverageCertificate, dsv4FlashJsonNamesClassesKeysAndVerdictPerKernel) {
 }
 
 TEST(CoverageCertificate, aMissedBucketIsUncoveredWithTheClassThatReachesIt) {
-  Certificate c = make_certificate(builtin_registry(), load_config("dsv4-flash"), std::string("moe_mul_sum"),
-                                   fuzz::find_mutant("moe_mul_sum.warmup_misses_large_tile"));
+  Certificate c =
+      make_certificate(equivalence::builtin_registry(), load_config("dsv4-flash"), std::string("moe_mul_sum"),
+                       equivalence::find_mutant("moe_mul_sum.warmup_misses_large_tile"));
   EXPECT_FALSE(c.all_warmed());
   ASSERT_EQ(c.kernels.size(), 1u);
   const KernelCertificate& k = c.kernels.front();

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "equivalence/determinism.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -18,7 +18,7 @@ const std::vector<std::string> kChild = {"/proc/self/exe",
 TEST(EquivalenceDeterminism, manifestChildEntryPoint) { emit_manifest_if_requested(); }
 
 TEST(EquivalenceDeterminism, manifestListsEveryWarmupKeyWithItsDigest) {
-  Subjects s(builtin_registry());
+  Subjects s(equivalence::builtin_registry());
   const std::string m = key_manifest(s.kernels(), default_config());
   std::size_t keys = 0;
   for (const auto& kt : s.kernels()) {
@@ -34,7 +34,7 @@ TEST(EquivalenceDeterminism, manifestListsEveryWarmupKeyWithItsDigest) {
 TEST(EquivalenceDeterminism, keysAreIdenticalInAFreshRegistryAndAnotherProcess) {
   for (const std::string& name : embedded_config_names()) {
     const ModelConfig config = load_config(name);
-    Subjects s(builtin_registry());
+    Subjects s(equivalence::builtin_registry());
     auto in_process = check_determinism_in_process(s, config);
     EXPECT_TRUE(in_process.empty()) << in_process.front().to_text();
     auto across = check_determinism_across_processes(s, config, kChild);
@@ -43,9 +43,9 @@ TEST(EquivalenceDeterminism, keysAreIdenticalInAFreshRegistryAndAnotherProcess) 
 }
 
 TEST(EquivalenceDeterminism, aKeyHoldingAnAddressIsCaughtInProcessAndAcrossProcesses) {
-  const fuzz::Mutant* m = fuzz::find_mutant("moe_mul_sum.key_holds_an_address");
+  const equivalence::Mutant* m = equivalence::find_mutant("moe_mul_sum.key_holds_an_address");
   ASSERT_NE(m, nullptr);
-  Subjects s(builtin_registry(), std::string("moe_mul_sum"), m);
+  Subjects s(equivalence::builtin_registry(), std::string("moe_mul_sum"), m);
   auto in_process = check_determinism_in_process(s, default_config(), std::string("moe_mul_sum"));
   ASSERT_FALSE(in_process.empty());
   EXPECT_EQ(in_process.front().property, Property::P7);

@@ -7,21 +7,21 @@
 #include <set>
 #include <string>
 
-#include "fuzz/gen/byte_draw.h"
-#include "fuzz/gen/config.h"
-#include "fuzz/gen/enum_draw.h"
-#include "fuzz/gen/rc_draw.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
+#include "spaces/byte_draw.h"
+#include "spaces/config.h"
+#include "spaces/enum_draw.h"
+#include "spaces/rc_draw.h"
 #include "warmup/domain.h"
 
-namespace warmkey::fuzz {
+namespace warmkey::spaces {
 namespace {
 
 using Labels = std::set<std::string>;
 
 Labels enumeration_labels(const InputSpace& space, const ModelConfig& config) {
   Labels out;
-  const Kernel& kernel = builtin_registry().at(space.kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(space.kernel);
   EnumDraw d;
   do {
     d.begin();
@@ -34,7 +34,7 @@ Labels enumeration_labels(const InputSpace& space, const ModelConfig& config) {
 
 Labels seeded_labels(const InputSpace& space, const ModelConfig& config, int n) {
   Labels out;
-  const Kernel& kernel = builtin_registry().at(space.kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(space.kernel);
   for (int i = 0; i < n; ++i) {
     ByteDraw d = ByteDraw::seeded(case_seed(11, 0, static_cast<std::uint64_t>(i)));
     CaseFacts f = space.run_case(kernel, d, config, nullptr);
@@ -46,7 +46,7 @@ Labels seeded_labels(const InputSpace& space, const ModelConfig& config, int n) 
 
 Labels rapidcheck_labels(const InputSpace& space, const ModelConfig& config, int n) {
   Labels out;
-  const Kernel& kernel = builtin_registry().at(space.kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(space.kernel);
   auto gen = rc::gen::exec([&] {
     RcDraw d;
     CaseFacts f = space.run_case(kernel, d, config, nullptr);
@@ -72,7 +72,8 @@ std::string missing(const Labels& want, const Labels& have) {
 TEST(Generators, seededDrawsAreValidAndReachEveryEnumeratedClass) {
   for (const std::string& name : embedded_config_names()) {
     const ModelConfig config = load_config(name);
-    for (const InputSpace& space : input_spaces()) {
+    for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
+      const InputSpace& space = *row->space;
       Labels want = enumeration_labels(space, config);
       EXPECT_EQ(missing(want, seeded_labels(space, config, 6000)), "") << space.kernel << " under " << name;
     }
@@ -82,7 +83,8 @@ TEST(Generators, seededDrawsAreValidAndReachEveryEnumeratedClass) {
 TEST(Generators, rapidcheckDrawsAreValidAndReachEveryEnumeratedClass) {
   for (const char* name : {"dsv4-flash", "dsv4-flash-ep8-eplb"}) {
     const ModelConfig config = load_config(name);
-    for (const InputSpace& space : input_spaces()) {
+    for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
+      const InputSpace& space = *row->space;
       Labels want = enumeration_labels(space, config);
       EXPECT_EQ(missing(want, rapidcheck_labels(space, config, 6000)), "") << space.kernel << " under " << name;
     }
@@ -91,7 +93,8 @@ TEST(Generators, rapidcheckDrawsAreValidAndReachEveryEnumeratedClass) {
 
 TEST(Generators, drawsIncludeOneSixteenBoundariesAndMisalignedViews) {
   const ModelConfig config = load_config("dsv4-flash-ep8-eplb");
-  for (const InputSpace& space : input_spaces()) {
+  for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
+    const InputSpace& space = *row->space;
     Labels have = seeded_labels(space, config, 4000);
     auto any = [&](std::string_view part) {
       for (const auto& l : have) {
@@ -107,7 +110,7 @@ TEST(Generators, drawsIncludeOneSixteenBoundariesAndMisalignedViews) {
     EXPECT_TRUE(any(":aligned")) << space.kernel;
   }
   // The tile boundaries of moe_mul_sum, by name.
-  Labels mms = seeded_labels(*find_input_space("moe_mul_sum"), config, 4000);
+  Labels mms = seeded_labels(*equivalence::find_kernel("moe_mul_sum")->space, config, 4000);
   for (const char* l : {"num_tokens=1", "num_tokens=16", "num_tokens@32", "num_tokens~32", "num_tokens@2048",
                         "num_tokens~2048", "x:misaligned", "out:misaligned", "has_expert_map=true", "ids_dtype=i64"})
     EXPECT_TRUE(mms.count(l)) << l;
@@ -140,15 +143,15 @@ TEST(Generators, noBytesDecodeToTheSimplestInput) {
   ByteDraw d({});
   ModelConfig c = draw_config(d);
   EXPECT_EQ(c.name, "dsv4-flash");
-  const InputSpace& space = *find_input_space("moe_mul_sum");
-  CaseFacts f = space.run_case(builtin_registry().at("moe_mul_sum"), d, c, nullptr);
+  const InputSpace& space = *equivalence::find_kernel("moe_mul_sum")->space;
+  CaseFacts f = space.run_case(equivalence::builtin_registry().at("moe_mul_sum"), d, c, nullptr);
   EXPECT_TRUE(f.valid);
   EXPECT_FALSE(f.launches) << f.input;  // T = 0, the low end of the token range
 }
 
 TEST(Generators, byteDecodingIsAPureFunctionOfTheBytes) {
-  const InputSpace& space = *find_input_space("count_expert_tokens");
-  const Kernel& kernel = builtin_registry().at(space.kernel);
+  const InputSpace& space = *equivalence::find_kernel("count_expert_tokens")->space;
+  const Kernel& kernel = equivalence::builtin_registry().at(space.kernel);
   for (int i = 0; i < 200; ++i) {
     ByteDraw seeded = ByteDraw::seeded(case_seed(9, 9, static_cast<std::uint64_t>(i)));
     ModelConfig c1 = draw_config(seeded);
@@ -194,4 +197,4 @@ TEST(Generators, interestingPointsAreSortedDistinctAndInRange) {
 }
 
 }  // namespace
-}  // namespace warmkey::fuzz
+}  // namespace warmkey::spaces

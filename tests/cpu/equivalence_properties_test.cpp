@@ -1,5 +1,7 @@
-// P1-P5 over every kernel with an input space, driven by the RapidCheck generators: any
-// embedded config with its serving knobs varied, and every valid runtime input under it.
+// P1-P5 over every row of the kernel table with an input space, driven by RapidCheck through the
+// space's one description: any embedded config with its serving knobs varied, and every valid
+// runtime input under it. The per-kernel test files keep only table tests; these are the
+// properties (with kernel_table_test.cpp for P2 through the JIT runtime).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -7,9 +9,8 @@
 #include <string>
 
 #include "equivalence/checks.h"
-#include "fuzz/gen/rc_draw.h"
-#include "fuzz/gen/spaces.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
+#include "spaces/rc_draw.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -38,16 +39,18 @@ void classify(const std::vector<std::string>& labels) {
   RC_CLASSIFY(any_label(labels, ":misaligned"), "a misaligned view");
 }
 
+// P2, P3, P4 (and the space's own validity) for one drawn config and input of a drawn row.
 RC_GTEST_PROP(CompileKeyEquivalence, everyRuntimeInputHitsAWarmedKey, ()) {
-  const ModelConfig config = *fuzz::arbitrary_config().as("config");
-  const auto& spaces = fuzz::input_spaces();
-  const fuzz::InputSpace& space = spaces[*rc::gen::inRange<std::size_t>(0, spaces.size()).as("kernel index")];
-  const Kernel& kernel = builtin_registry().at(space.kernel);
+  const ModelConfig config = *spaces::arbitrary_config().as("config");
+  const auto rows = rows_with_space();
+  const KernelDescriptor& row = *rows[*rc::gen::inRange<std::size_t>(0, rows.size()).as("kernel index")];
+  const spaces::InputSpace& space = *row.space;
+  const Kernel& kernel = row.contract();
   const WarmSet& warm = warm_sets().get(space, kernel, config);
   RC_TAG(space.kernel);
   if (!warm.used()) return;  // the config does not run this kernel: nothing to prove
-  fuzz::RcDraw d;
-  const fuzz::CaseFacts f = space.run_case(kernel, d, config, nullptr);
+  spaces::RcDraw d;
+  const spaces::CaseFacts f = space.run_case(kernel, d, config, nullptr);
   classify(d.labels());
   const CaseChecker checker(warm);
   const PropertyMask failed = checker.failed(f);
@@ -55,9 +58,9 @@ RC_GTEST_PROP(CompileKeyEquivalence, everyRuntimeInputHitsAWarmedKey, ()) {
 }
 
 RC_GTEST_PROP(CompileKeyEquivalence, warmupInputsReproduceTheirKeysUnderAnyConfig, ()) {
-  const ModelConfig config = *fuzz::arbitrary_config().as("config");
-  for (const fuzz::InputSpace& space : fuzz::input_spaces()) {
-    const WarmSet& warm = warm_sets().get(space, builtin_registry().at(space.kernel), config);
+  const ModelConfig config = *spaces::arbitrary_config().as("config");
+  for (const KernelDescriptor* row : rows_with_space()) {
+    const WarmSet& warm = warm_sets().get(*row->space, row->contract(), config);
     RC_ASSERT(reports(warm.warmup_violations()) == std::string());
   }
 }
@@ -65,45 +68,21 @@ RC_GTEST_PROP(CompileKeyEquivalence, warmupInputsReproduceTheirKeysUnderAnyConfi
 TEST(CompileKeyEquivalence, warmupInputsReproduceTheirKeysForEveryEmbeddedConfig) {
   for (const std::string& name : embedded_config_names()) {
     const ModelConfig config = load_config(name);
-    for (const fuzz::InputSpace& space : fuzz::input_spaces()) {
-      WarmSet warm(space, builtin_registry().at(space.kernel), config);
-      EXPECT_EQ(reports(warm.warmup_violations()), "") << space.kernel << " under " << name;
+    for (const KernelDescriptor* row : rows_with_space()) {
+      WarmSet warm(*row->space, row->contract(), config);
+      EXPECT_EQ(reports(warm.warmup_violations()), "") << row->name << " under " << name;
       if (warm.used()) {
-        EXPECT_FALSE(warm.keys().empty()) << space.kernel << " under " << name;
+        EXPECT_FALSE(warm.keys().empty()) << row->name << " under " << name;
       }
     }
   }
 }
 
-TEST(CompileKeyEquivalence, everyRegisteredKernelHasAnInputSpace) {
-  for (const std::string& name : builtin_registry().names()) {
-    EXPECT_NE(fuzz::find_input_space(name), nullptr)
-        << "kernel '" << name << "' has no input space: add fuzz/gen/" << name << ".h and list it in fuzz/gen/spaces.h";
+TEST(CompileKeyEquivalence, everyKernelOfTheTableHasAnInputSpace) {
+  for (const KernelDescriptor& row : kernel_table()) {
+    EXPECT_TRUE(row.space.has_value()) << "kernel '" << row.name << "' has no input space: write spaces/" << row.name
+                                       << ".h and name it in its row of equivalence/kernel_table.cpp";
   }
-}
-
-// The typed face of the generators: rc::Arbitrary<Runtime<Args>> of every kernel's Args.
-template <class List>
-struct ArgsOf;
-template <class... Spaces>
-struct ArgsOf<fuzz::SpaceList<Spaces...>> {
-  using type = ::testing::Types<typename Spaces::Args...>;
-};
-
-template <class Args>
-class RuntimeArbitrary : public ::testing::Test {};
-TYPED_TEST_SUITE(RuntimeArbitrary, ArgsOf<fuzz::AllSpaces>::type);
-
-TYPED_TEST(RuntimeArbitrary, dispatchKeyReproducesTheRuntimeBinary) {
-  using Args = TypeParam;
-  const bool ok = rc::check("JitKey(x) == JitKey(warmup_inputs(dispatch(x)))", [](const fuzz::Runtime<Args>& r) {
-    const auto& c = fuzz::as_contract<Args>(builtin_registry().at(fuzz::SpaceOf<Args>::type::kName));
-    c.validate(r.args);
-    RC_CLASSIFY(!c.launches(r.args), "empty batch");
-    if (!c.launches(r.args)) return;
-    RC_ASSERT(c.bound_key(r.args) == c.warmup_bound_key(c.dispatch(r.args)));
-  });
-  EXPECT_TRUE(ok);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <iterator>
 
 #include "equivalence/fuzz_oracle.h"
-#include "fuzz/gen/space.h"
+#include "equivalence/kernel_table.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -28,7 +28,7 @@ std::size_t replay_all(const fs::path& root) {
   for (const auto& stem_dir : fs::directory_iterator(root)) {
     if (!stem_dir.is_directory()) continue;
     const std::string stem = stem_dir.path().filename().string();
-    if (fuzz::find_input_space(stem) == nullptr) {
+    if (const KernelDescriptor* row = find_kernel(stem); row == nullptr || !row->space) {
       ADD_FAILURE() << stem_dir.path() << ": no input space named '" << stem << "'";
       continue;
     }

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/verify.h"
-#include "fuzz/gen/byte_draw.h"
-#include "kernels/builtin.h"
+#include "spaces/byte_draw.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -16,14 +16,14 @@ VerifyReport run(const std::string& mutant, const std::string& config = "dsv4-fl
                  bool classes = false) {
   VerifyOptions o;
   o.configs = {load_config(config)};
-  o.mutant = fuzz::find_mutant(mutant);
+  o.mutant = equivalence::find_mutant(mutant);
   EXPECT_NE(o.mutant, nullptr) << mutant;
   o.kernel = o.mutant->kernel;
   o.cases = cases;
   o.seed = 77;
   o.classes = classes;
   o.determinism = false;
-  return run_verify(builtin_registry(), o);
+  return run_verify(equivalence::builtin_registry(), o);
 }
 
 // The first violation of property p found by the given phase ("random case", "warmup key"...).
@@ -108,11 +108,11 @@ TEST(ViolationReport, theReportedInputReplaysTheViolationAlone) {
   const std::string hex = v->reproduce.substr(v->reproduce.find("--input ") + 8);
   VerifyOptions o;
   o.configs = {load_config("dsv4-flash")};
-  o.mutant = fuzz::find_mutant("count_expert_tokens.key_holds_raw_numel");
+  o.mutant = equivalence::find_mutant("count_expert_tokens.key_holds_raw_numel");
   o.kernel = "count_expert_tokens";
-  o.input = fuzz::from_hex(hex);
+  o.input = spaces::from_hex(hex);
   o.determinism = false;
-  VerifyReport again = run_verify(builtin_registry(), o);
+  VerifyReport again = run_verify(equivalence::builtin_registry(), o);
   const Violation* w = find(again, Property::P4, "--input");
   ASSERT_NE(w, nullptr) << again.to_text();
   EXPECT_EQ(w->input, v->input);
@@ -134,15 +134,15 @@ TEST(Seeds, aSeedReproducesItsRunAndStreamsDifferPerKernel) {
   ASSERT_EQ(a.kernels.size(), b.kernels.size());
   EXPECT_EQ(a.to_json()["kernels"][0]["violations"], b.to_json()["kernels"][0]["violations"]);
   EXPECT_EQ(a.kernels[0].failing_cases, b.kernels[0].failing_cases);
-  EXPECT_NE(fuzz::case_seed(1, 2, 3), fuzz::case_seed(1, 3, 3));
-  EXPECT_NE(fuzz::case_seed(1, 2, 3), fuzz::case_seed(2, 2, 3));
+  EXPECT_NE(spaces::case_seed(1, 2, 3), spaces::case_seed(1, 3, 3));
+  EXPECT_NE(spaces::case_seed(1, 2, 3), spaces::case_seed(2, 2, 3));
 }
 
 TEST(VerifyReportJson, hasTheFieldsCiReads) {
   VerifyOptions o;
   o.cases = 50;
   o.seed = 3;
-  VerifyReport r = run_verify(builtin_registry(), o);
+  VerifyReport r = run_verify(equivalence::builtin_registry(), o);
   const nlohmann::json j = r.to_json();
   EXPECT_EQ(j["config"], "dsv4-flash");
   EXPECT_EQ(j["cases"], 50);

@@ -10,9 +10,9 @@
 #include "kernels/dsv4_topk/dsv4_topk.h"
 #include "kernels/moe_align/moe_align.h"
 #include "reference/moe_align.h"
-#include "tests/support/contract_props.h"
 #include "tests/support/device.h"
-#include "tests/support/gen.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -214,106 +214,12 @@ TEST(MoeAlignKey, warmupKeysOfTheShippedConfigs) {
   EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash-ep8-eplb")).size(), 32u);
 }
 
-// ---- contract properties -----------------------------------------------------------------------
-
-Tensor fake_view(DType d, std::initializer_list<std::int64_t> sizes, int offset) {
-  static constexpr std::uintptr_t kBase = 0x7f0000000000;  // never dereferenced
-  return Tensor::view(d, reinterpret_cast<void*>(kBase + static_cast<std::uintptr_t>(offset)), sizes);
-}
-
-struct RuntimeCase {
-  ModelConfig config;
-  MoeAlignArgs args;
-};
-
-// Valid runtime inputs: ids [T, K] with T around 1, 16, the powers of two and the warp-count
-// boundary; every index dtype, aligned or not; every BLOCK_M; under EP global ids with the map
-// or local ids without it; outputs of the worst-case size or larger.
-rc::Gen<RuntimeCase> gen_runtime_case() {
-  return rc::gen::exec([] {
-    RuntimeCase c{*test::gen_config(), {}};
-    const ModelConfig& cfg = c.config;
-    const std::int64_t k = cfg.num_experts_per_tok, b = kMoeAlignNumelBoundaries[0];
-    const std::int64_t t =
-        *rc::gen::weightedOneOf<std::int64_t>({{1, rc::gen::just<std::int64_t>(0)},
-                                               {9, test::gen_count(cfg.max_num_batched_tokens, {b / k, b / k + 1})}})
-             .as("num_tokens");
-    const DType d = *rc::gen::elementOf(routing_index_dtypes(cfg)).as("ids dtype");
-    MoeAlignArgs& a = c.args;
-    a.topk_ids = fake_view(d, {t, k}, *test::gen_offset(d).as("ids offset"));
-    a.num_experts = cfg.num_physical_experts();
-    if (cfg.ep_size > 1) {
-      if (*rc::gen::arbitrary<bool>().as("expert map")) {
-        a.expert_map = fake_view(DType::i32, {a.num_experts}, *test::gen_offset(DType::i32));
-      } else {
-        a.num_experts = cfg.num_local_experts();
-      }
-    }
-    a.block_m = *rc::gen::elementOf(std::vector<std::int64_t>(std::begin(kMoeAlignBlockMs), std::end(kMoeAlignBlockMs)))
-                     .as("BLOCK_M");
-    const std::int64_t extra = *rc::gen::element<std::int64_t>(0, 0, 1, 100).as("extra capacity");
-    a.sorted_token_ids = fake_view(DType::i32, {moe_align_sorted_size(t * k, a.num_experts, a.block_m) + extra}, 0);
-    a.expert_ids = fake_view(DType::i32, {moe_align_max_blocks(t * k, a.num_experts, a.block_m) + extra}, 0);
-    a.num_tokens_post_padded = fake_view(DType::i32, {1}, *test::gen_offset(DType::i32));
-    return c;
-  });
-}
-
-void classify(const RuntimeCase& c) {
-  RC_TAG(str_cat("warps ", moe_align_num_warps(c.args.topk_ids.numel(), c.args.num_experts)));
-  RC_CLASSIFY(c.args.topk_ids.numel() == 0, "empty");
-  RC_CLASSIFY(c.args.expert_map.has_value(), "expert map");
-}
-
-RC_GTEST_PROP(MoeAlignContract, runtimeInputsAreValid, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  kKernel.validate(c.args);
-}
-
-RC_GTEST_PROP(MoeAlignContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_dispatch_warmed(kKernel, c.config, c.args);
-}
-
-// P2: the binary a runtime input needs is one that warmup compiles.
-RC_GTEST_PROP(MoeAlignContract, everyRuntimeBinaryIsWarmed, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_binary_warmed(kKernel, c.config, c.args);
-}
-
-RC_GTEST_PROP(MoeAlignContract, compileKeyDecidesTheBinary, ()) {  // P3
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_key_sufficient(kKernel, c.args);
-}
-
-RC_GTEST_PROP(MoeAlignContract, warmupInputsReproduceTheirKeyAndValidate, ()) {  // P1, P5
-  const ModelConfig config = *test::gen_config();
-  const std::vector<std::string> problems = test::check_round_trip(kKernel, config);
-  RC_LOG() << test::join_lines(problems);
-  RC_ASSERT(problems.empty());
-}
-
-TEST(MoeAlignContract, embeddedConfigsRoundTrip) {  // P1, P5 on the shipped configurations
-  for (const std::string& name : embedded_config_names()) {
-    SCOPED_TRACE(name);
-    EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, load_config(name))), "");
-  }
-}
+// ---- the contract ------------------------------------------------------------------------------
+// P1-P5 over every input of the space: tests/cpu/equivalence_properties_test.cpp and
+// kernel_table_test.cpp (generic, every row of the kernel table).
 
 // Contract break 3 (KERNELS.md): a constexpr recomputed from a warmup tensor's small shape. The
-// mutant warms one token for every key, so a prefill's 32-warp binary is never compiled.
-class OneTokenWarmupMutant : public MoeAlign {
- public:
-  Args warmup_inputs(const CompileKey& key) const override {
-    Args a = MoeAlign::warmup_inputs(key);
-    a.topk_ids = Tensor::meta(a.topk_ids.dtype(), {1, 6});
-    return a;
-  }
-};
-
+// catalogue's mutant warms one token for every key, so a prefill's 32-warp binary is never compiled.
 TEST(MoeAlignContract, warpCountComesFromTheKeyNotFromAWarmupShape) {
   const ModelConfig config = default_config();
   for (const CompileKey& key : kKernel.warmup_keys(config)) {
@@ -321,24 +227,11 @@ TEST(MoeAlignContract, warpCountComesFromTheKeyNotFromAWarmupShape) {
     EXPECT_EQ(bound.constexprs[2], key.get_int("num_warps")) << key;
     EXPECT_EQ(bound.block[0], static_cast<unsigned>(32 * key.get_int("num_warps"))) << key;
   }
-  const OneTokenWarmupMutant mutant;
-  const std::vector<std::string> problems = test::check_round_trip(mutant, config);
+  const auto mutant = test::planted("moe_align.warmup_one_token");
+  ASSERT_NE(mutant, nullptr);
+  const std::vector<std::string> problems = test::warmup_findings(*mutant, config);
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems.front().find("num_warps"), std::string::npos) << problems.front();
-}
-
-// ---- NVRTC -------------------------------------------------------------------------------------
-
-TEST(MoeAlignCompile, everyWarmupKeyOfTheEmbeddedConfigsCompiles) {
-  test::TempDir cache("warmkey-cache");
-  auto rt = test::make_test_runtime(cache.path());
-  for (const std::string& name : embedded_config_names()) {
-    const ModelConfig config = load_config(name);
-    if (!kKernel.used_by(config)) continue;
-    const WarmResult r = test::compile_warmup_keys(kKernel, config, *rt);
-    EXPECT_EQ(r.failed, 0u) << name << ":\n" << test::join_lines(r.failures);
-    EXPECT_GT(r.keys, 0u) << name;
-  }
 }
 
 }  // namespace

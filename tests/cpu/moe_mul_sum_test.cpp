@@ -8,9 +8,9 @@
 
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 #include "reference/moe_mul_sum.h"
-#include "tests/support/contract_props.h"
 #include "tests/support/device.h"
-#include "tests/support/gen.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
@@ -228,81 +228,9 @@ TEST(MoeMulSumKey, warmupInputsNeverAskForStorageOrZeroSizes) {
   }
 }
 
-// ---- contract properties -----------------------------------------------------------------------
-
-// Runtime tensors are real views; nothing dereferences them (launch_spec only reads metadata).
-Tensor fake_view(DType d, std::initializer_list<std::int64_t> sizes, int offset) {
-  static constexpr std::uintptr_t kBase = 0x7f0000000000;
-  return Tensor::view(d, reinterpret_cast<void*>(kBase + static_cast<std::uintptr_t>(offset)), sizes);
-}
-
-struct RuntimeCase {
-  ModelConfig config;
-  MoeMulSumArgs args;
-};
-
-// Valid runtime inputs of a configuration: token counts around 1, 16, powers of two and the tile
-// boundaries; the config's dtype; aligned and misaligned views; with and without a map under EP.
-rc::Gen<RuntimeCase> gen_runtime_case() {
-  return rc::gen::exec([] {
-    RuntimeCase c{*test::gen_config()};
-    const ModelConfig& cfg = c.config;
-    const std::vector<std::int64_t> cuts(std::begin(kMoeMulSumTokenBoundaries), std::end(kMoeMulSumTokenBoundaries));
-    const std::int64_t t = *test::gen_count(cfg.max_num_batched_tokens, cuts).as("num_tokens");
-    const std::int64_t k = cfg.num_experts_per_tok, h = cfg.hidden_size;
-    const DType d = cfg.act_dtype;
-    c.args.x = fake_view(d, {t, k, h}, *test::gen_offset(d).as("x offset"));
-    c.args.weights = fake_view(DType::f32, {t, k}, *test::gen_offset(DType::f32));
-    if (cfg.ep_size > 1 && *rc::gen::arbitrary<bool>().as("expert map")) {
-      const DType ids = *rc::gen::elementOf(cfg.index_dtypes).as("ids dtype");
-      c.args.topk_ids = fake_view(ids, {t, k}, *test::gen_offset(ids));
-      c.args.expert_map = fake_view(DType::i32, {cfg.num_physical_experts()}, *test::gen_offset(DType::i32));
-    }
-    c.args.out = fake_view(d, {t, h}, *test::gen_offset(d).as("out offset"));
-    return c;
-  });
-}
-
-void classify(const RuntimeCase& c) {
-  const std::int64_t t = c.args.x.size(0);
-  RC_CLASSIFY(t == 1, "T == 1");
-  RC_CLASSIFY(t % 16 == 0, "T % 16 == 0");
-  RC_TAG(t <= kMoeMulSumTokenBoundaries[0] ? "small" : t <= kMoeMulSumTokenBoundaries[1] ? "medium" : "large");
-  RC_CLASSIFY(!c.args.x.aligned16() || !c.args.out.aligned16(), "misaligned");
-  RC_CLASSIFY(c.args.expert_map.has_value(), "expert map");
-}
-
-RC_GTEST_PROP(MoeMulSumContract, runtimeInputsAreValid, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  c.config.validate();
-  kKernel.validate(c.args);
-}
-
-RC_GTEST_PROP(MoeMulSumContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_dispatch_warmed(kKernel, c.config, c.args);
-}
-
-RC_GTEST_PROP(MoeMulSumContract, compileKeyDecidesTheBinary, ()) {  // P3
-  const RuntimeCase c = *gen_runtime_case();
-  classify(c);
-  test::assert_key_sufficient(kKernel, c.args);
-}
-
-RC_GTEST_PROP(MoeMulSumContract, warmupInputsReproduceTheirKeyAndValidate, ()) {  // P1, P5
-  const ModelConfig config = *test::gen_config();
-  const std::vector<std::string> problems = test::check_round_trip(kKernel, config);
-  RC_LOG() << test::join_lines(problems);
-  RC_ASSERT(problems.empty());
-}
-
-TEST(MoeMulSumContract, embeddedConfigsRoundTrip) {  // P1, P5 on the shipped configurations
-  for (const std::string& name : embedded_config_names()) {
-    SCOPED_TRACE(name);
-    EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, load_config(name))), "");
-  }
-}
+// ---- the contract ------------------------------------------------------------------------------
+// P1-P5 over every input of the space: tests/cpu/equivalence_properties_test.cpp and
+// kernel_table_test.cpp (generic, every row of the kernel table).
 
 TEST(MoeMulSumContract, warmupFollowsTheConfiguredDtypeAndMap) {  // contract breaks 5 and 10
   ModelConfig config = default_config();
@@ -317,44 +245,6 @@ TEST(MoeMulSumContract, warmupFollowsTheConfiguredDtypeAndMap) {  // contract br
     no_map = no_map || !k.get_bool("has_expert_map");
   }
   EXPECT_TRUE(f16 && misaligned && map_i64 && no_map);
-}
-
-// ---- NVRTC -------------------------------------------------------------------------------------
-
-// Every warmup key NVRTC-compiles, and (P2 through the JIT runtime) after warming each embedded
-// configuration into a fresh runtime (sharing the disk cache) runtime lookups of its inputs all hit.
-TEST(MoeMulSumCompile, warmupKeysCompileAndServeEveryProbedInput) {
-  test::TempDir cache("warmkey-cache");
-  for (const std::string& name : embedded_config_names()) {
-    const ModelConfig cfg = load_config(name);
-    if (!kKernel.used_by(cfg)) continue;
-    std::vector<MoeMulSumArgs> inputs;
-    const std::vector<std::int64_t> cuts(std::begin(kMoeMulSumTokenBoundaries), std::end(kMoeMulSumTokenBoundaries));
-    const int es = dtype_size(cfg.act_dtype);
-    std::vector<std::optional<DType>> maps = {std::nullopt};
-    if (cfg.ep_size > 1) maps.insert(maps.end(), cfg.index_dtypes.begin(), cfg.index_dtypes.end());
-    for (std::int64_t t : test::probe_counts(cfg.max_num_batched_tokens, cuts)) {
-      for (int x_off : {0, es}) {
-        for (int out_off : {0, 3 * es}) {
-          for (const auto& ids : maps) {
-            const std::int64_t k = cfg.num_experts_per_tok, h = cfg.hidden_size;
-            MoeMulSumArgs a;
-            a.x = fake_view(cfg.act_dtype, {t, k, h}, x_off);
-            a.weights = fake_view(DType::f32, {t, k}, 4);
-            if (ids) {
-              a.topk_ids = fake_view(*ids, {t, k}, 0);
-              a.expert_map = fake_view(DType::i32, {cfg.num_physical_experts()}, 4);
-            }
-            a.out = fake_view(cfg.act_dtype, {t, h}, out_off);
-            inputs.push_back(a);
-          }
-        }
-      }
-    }
-    auto rt = test::make_test_runtime(cache.path());
-    EXPECT_EQ(test::join_lines(test::inputs_that_would_compile(kKernel, cfg, *rt, inputs)), "") << name;
-    EXPECT_GT(rt->l1_size(), 0u) << name;
-  }
 }
 
 }  // namespace

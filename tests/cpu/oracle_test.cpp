@@ -58,7 +58,8 @@ TEST(CompareOutputs, integersExactAndAllZeroReferencesRefused) {
 TEST(Npy, writesNumpyHeadersAndReadsThemBack) {
   test::TempDir dir;
   HostTensor t = HostTensor::zeros("x", DType::bf16, {2, 3});
-  CaseRng(7).fill_uniform(t, -1, 1);
+  CaseRng rng7_t(7);
+  fill_uniform(rng7_t, t, -1, 1);
   write_npy(dir.path() / "x.npy", t);
   std::ifstream in(dir.path() / "x.npy", std::ios::binary);
   std::string head(128, '\0');
@@ -75,11 +76,14 @@ TEST(Npy, writesNumpyHeadersAndReadsThemBack) {
 TEST(CaseRng, isDeterministicAndNeverFillsZeros) {
   HostTensor a = HostTensor::zeros("a", DType::f16, {1000});
   HostTensor b = HostTensor::zeros("b", DType::f16, {1000});
-  CaseRng(42).fill_uniform(a, -1, 1);
-  CaseRng(42).fill_uniform(b, -1, 1);
+  CaseRng rng42_a(42);
+  fill_uniform(rng42_a, a, -1, 1);
+  CaseRng rng42_b(42);
+  fill_uniform(rng42_b, b, -1, 1);
   EXPECT_EQ(a.bytes, b.bytes);
   HostTensor z = HostTensor::zeros("z", DType::f32, {1});
-  CaseRng(1).fill_uniform(z, 0, 1e-30);
+  CaseRng rng1_z(1);
+  fill_uniform(rng1_z, z, 0, 1e-30);
   EXPECT_NE(z.get_float(0), 0.0f);
   EXPECT_NE(derive_seed(1, 0), derive_seed(1, 1));
 }

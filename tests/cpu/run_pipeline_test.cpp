@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "equivalence/replay_pipeline.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
+#include "replay/replay_pipeline.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
@@ -83,7 +83,7 @@ TEST(RunPipeline, secondRunCompilesNothingAndBundleOnAFreshCacheCompilesNothing)
   test::TempDir dir("warmkey-run");
   const auto cache = dir.path() / "cache";
 
-  const RunReport first = run_pipeline(builtin_registry(), tiny_options(cache));
+  const RunReport first = run_pipeline(equivalence::builtin_registry(), tiny_options(cache));
   ASSERT_TRUE(first.ok()) << first.to_text();
   EXPECT_GT(first.warmup.keys, 0u);
   EXPECT_EQ(first.warmup.compiled + first.warmup.disk_hits, first.warmup.keys);
@@ -91,7 +91,7 @@ TEST(RunPipeline, secondRunCompilesNothingAndBundleOnAFreshCacheCompilesNothing)
   EXPECT_GT(first.verify.cases, 0u);
   EXPECT_TRUE(first.verify.certificate);
 
-  const RunReport second = run_pipeline(builtin_registry(), tiny_options(cache));
+  const RunReport second = run_pipeline(equivalence::builtin_registry(), tiny_options(cache));
   ASSERT_TRUE(second.ok()) << second.to_text();
   EXPECT_EQ(second.warmup.compiled, 0u);
   EXPECT_EQ(second.warmup.disk_hits, second.warmup.keys);
@@ -103,7 +103,7 @@ TEST(RunPipeline, secondRunCompilesNothingAndBundleOnAFreshCacheCompilesNothing)
     RuntimeOptions ro;
     ro.cache_dir = cache;
     JitRuntime rt(ro);
-    const Plan plan = plan_warmup(builtin_registry(), load_config("tiny"), {}, rt.target());
+    const Plan plan = plan_warmup(equivalence::builtin_registry(), load_config("tiny"), {}, rt.target());
     ASSERT_EQ(run_warmup(plan, rt, {2, 0, ProgressMode::off}).compiled, 0u);
     std::vector<BoundKey> keys;
     for (const auto& e : plan.entries) keys.push_back(e.bound);
@@ -111,7 +111,7 @@ TEST(RunPipeline, secondRunCompilesNothingAndBundleOnAFreshCacheCompilesNothing)
   }
   RunOptions with_bundle = tiny_options(dir.path() / "fresh-cache");
   with_bundle.bundle = bundle;
-  const RunReport third = run_pipeline(builtin_registry(), with_bundle);
+  const RunReport third = run_pipeline(equivalence::builtin_registry(), with_bundle);
   ASSERT_TRUE(third.ok()) << third.to_text();
   EXPECT_EQ(third.warmup.compiled, 0u);
   EXPECT_EQ(third.warmup.bundle_hits, third.warmup.keys);
@@ -121,10 +121,10 @@ TEST(RunPipeline, secondRunCompilesNothingAndBundleOnAFreshCacheCompilesNothing)
 TEST(RunPipeline, mutantThatForgetsKeysFailsTheRun) {
   test::TempDir dir("warmkey-run");
   RunOptions o = tiny_options(std::filesystem::temp_directory_path() / "warmkey-run-tests-cache");
-  o.mutant = fuzz::find_mutant("moe_mul_sum.warmup_only_aligned");
+  o.mutant = equivalence::find_mutant("moe_mul_sum.warmup_only_aligned");
   ASSERT_NE(o.mutant, nullptr);
   o.replay.case_dir = dir.path() / "cases";
-  const RunReport r = run_pipeline(builtin_registry(), o);
+  const RunReport r = run_pipeline(equivalence::builtin_registry(), o);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.mutant, "moe_mul_sum.warmup_only_aligned");
   const RunKernelRow* row = nullptr;
@@ -144,14 +144,14 @@ TEST(RunPipeline, badInputsFailBeforeAnythingIsCompiled) {
   const auto cache = dir.path() / "cache";
   RunOptions bad_config = tiny_options(cache);
   bad_config.config = "no-such-config";
-  EXPECT_THROW(run_pipeline(builtin_registry(), bad_config), InputError);
+  EXPECT_THROW(run_pipeline(equivalence::builtin_registry(), bad_config), InputError);
 
   const auto trace = dir.path() / "bad.jsonl";
   std::ofstream(trace) << "{\"step\": 0, \"kind\": \"decode\", \"num_tokens\": 1}\n{\"step\": 1, \"kind\": 3}\n";
   RunOptions bad_trace = tiny_options(cache);
   bad_trace.trace = trace;
   try {
-    run_pipeline(builtin_registry(), bad_trace);
+    run_pipeline(equivalence::builtin_registry(), bad_trace);
     ADD_FAILURE() << "a bad trace was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("line 2: field 'kind'"), std::string::npos) << e.what();
@@ -159,7 +159,7 @@ TEST(RunPipeline, badInputsFailBeforeAnythingIsCompiled) {
 
   RunOptions missing_bundle = tiny_options(cache);
   missing_bundle.bundle = dir.path() / "none.wkb";
-  EXPECT_THROW(run_pipeline(builtin_registry(), missing_bundle), Error);
+  EXPECT_THROW(run_pipeline(equivalence::builtin_registry(), missing_bundle), Error);
   EXPECT_EQ(files_in(cache), 0u) << "nothing may be compiled or written for a bad input";
 }
 

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "equivalence/kernel_table.h"
+#include "equivalence/mutants/catalogue.h"
 #include "equivalence/oracles/moe_mul_sum.h"
-#include "equivalence/replay.h"
-#include "equivalence/replay_pipeline.h"
-#include "fuzz/mutants/catalogue.h"
-#include "kernels/builtin.h"
+#include "replay/replay.h"
+#include "replay/replay_pipeline.h"
 #include "tests/support/numeric.h"
 #include "warmup/disk_cache.h"
 #include "warmup/error.h"
@@ -31,9 +31,9 @@ std::unordered_set<BoundKey, BoundKeyHash> warmup_binaries(const Kernel& k, cons
   return out;
 }
 
-TEST(ReplayAdapters, everyBuiltinKernelHasOne) {
-  for (const Kernel* k : builtin_registry().all())
-    EXPECT_NE(find_replay_adapter(k->name()), nullptr) << k->name() << " has no replay adapter";
+TEST(ReplayAdapters, everyKernelOfTheTableHasOne) {
+  for (const KernelDescriptor& row : kernel_table())
+    EXPECT_TRUE(static_cast<bool>(row.replay)) << row.name << " has no replay (no input space in its row)";
 }
 
 // The replay's claim without NVRTC: the binary of every launch is one warmup compiles.
@@ -41,11 +41,11 @@ TEST(ReplayAdapters, syntheticTraceOfEveryEmbeddedConfigHitsOnlyWarmedBinaries) 
   for (const std::string& name : embedded_config_names()) {
     const ModelConfig c = load_config(name);
     const Trace t = synthetic_trace(c, {11, 24});
-    for (const Kernel* k : builtin_registry().all()) {
+    for (const Kernel* k : equivalence::builtin_registry().all()) {
       if (!k->used_by(c)) continue;
       const auto warmed = warmup_binaries(*k, c);
-      const ReplayAdapter* adapter = find_replay_adapter(k->name());
-      ASSERT_NE(adapter, nullptr);
+      const KernelDescriptor* row = find_kernel(k->name());
+      ASSERT_TRUE(row != nullptr && row->replay);
       std::size_t launches = 0;
       EplbState eplb = eplb_state(c, 0);
       for (const TraceItem& item : t.items) {
@@ -54,7 +54,7 @@ TEST(ReplayAdapters, syntheticTraceOfEveryEmbeddedConfigHitsOnlyWarmedBinaries) 
           continue;
         }
         const ServingBatch& b = std::get<ServingBatch>(item);
-        for (const ReplayLaunch& l : adapter->launches(*k, {c, b, eplb})) {
+        for (const ReplayLaunch& l : row->replay(*k, {c, b, eplb})) {
           ASSERT_EQ(l.error, "") << name << " " << k->name() << " " << b.to_string() << " " << l.variant;
           ASSERT_TRUE(l.launches);
           EXPECT_TRUE(warmed.count(*l.bound)) << name << " " << k->name() << " " << b.to_string() << " " << l.variant
@@ -72,9 +72,9 @@ TEST(ReplayAdapters, emptyBatchLaunchesNothing) {
   ServingBatch b;
   b.num_tokens = 0;
   const EplbState eplb = eplb_state(c, 0);
-  for (const Kernel* k : builtin_registry().all()) {
+  for (const Kernel* k : equivalence::builtin_registry().all()) {
     if (!k->used_by(c)) continue;
-    for (const ReplayLaunch& l : find_replay_adapter(k->name())->launches(*k, {c, b, eplb})) {
+    for (const ReplayLaunch& l : find_kernel(k->name())->replay(*k, {c, b, eplb})) {
       EXPECT_EQ(l.error, "") << k->name();
       EXPECT_FALSE(l.launches) << k->name();
     }
@@ -124,7 +124,7 @@ void expect_clean_compile_only_replay(const std::string& config) {
   RuntimeOptions ro;
   ro.cache_dir = shared_cache();
   JitRuntime rt(ro);
-  const std::vector<const Kernel*> kernels = builtin_registry().all();
+  const std::vector<const Kernel*> kernels = equivalence::builtin_registry().all();
   ReplayOptions o;
   o.gpu = false;
   o.warmed = warm(kernels, c, rt);
@@ -152,10 +152,10 @@ TEST(ReplayCompileOnly, dsv4FlashMakesNoRuntimeCompile) { expect_clean_compile_o
 TEST(ReplayCompileOnly, unwarmedKeyIsRefusedAndReported) {
   ModelConfig c = load_config("tiny");
   c.num_experts_per_tok = 6;
-  const fuzz::Mutant* mutant = fuzz::find_mutant("count_expert_tokens.warmup_only_aligned");
+  const equivalence::Mutant* mutant = equivalence::find_mutant("count_expert_tokens.warmup_only_aligned");
   ASSERT_NE(mutant, nullptr);
   std::unique_ptr<Kernel> owned;
-  std::vector<const Kernel*> all = kernels_with_mutant(builtin_registry(), mutant, owned);
+  std::vector<const Kernel*> all = kernels_with_mutant(equivalence::builtin_registry(), mutant, owned);
   std::vector<const Kernel*> kernels;
   for (const Kernel* k : all) {
     if (k->name() == "count_expert_tokens") kernels.push_back(k);
@@ -211,7 +211,7 @@ TEST(ReplayCompileOnly, traceThatDoesNotFitTheConfigIsAnInputError) {
   const ModelConfig c = load_config("tiny");
   JitRuntime rt(RuntimeOptions{{}, std::filesystem::path(), MonitorMode::error, false});
   const Trace t = parse_trace("{\"step\": 0, \"kind\": \"decode\", \"num_tokens\": 65}\n", "t");
-  EXPECT_THROW(replay_trace(builtin_registry().all(), c, t, rt), InputError);
+  EXPECT_THROW(replay_trace(equivalence::builtin_registry().all(), c, t, rt), InputError);
 }
 
 }  // namespace

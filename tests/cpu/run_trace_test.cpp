@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "equivalence/trace.h"
+#include "replay/trace.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 

@@ -1,4 +1,4 @@
-// The seeded-mutant catalogue (fuzz/mutants/): the suite catches every mutant, by one of the
+// The seeded-mutant catalogue (equivalence/mutants/): the suite catches every mutant, by one of the
 // properties the catalogue names, and the same run on the real kernels is clean. Prints the
 // mutation-score table.
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 #include <set>
 #include <string>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/verify.h"
-#include "kernels/builtin.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -19,7 +19,7 @@ constexpr std::uint64_t kSeed = 20240611;
 constexpr std::size_t kCases = 3000;
 
 // What `warmkey verify --mutant NAME` runs, on the mutant's kernel and config.
-VerifyOptions options_for(const fuzz::Mutant* m, const std::string& kernel, const std::string& config) {
+VerifyOptions options_for(const equivalence::Mutant* m, const std::string& kernel, const std::string& config) {
   VerifyOptions o;
   o.configs = {load_config(config.empty() ? "dsv4-flash" : config)};
   o.kernel = kernel;
@@ -36,8 +36,8 @@ struct Outcome {
   std::string report;
 };
 
-Outcome run_mutant(const fuzz::Mutant& m) {
-  VerifyReport r = run_verify(builtin_registry(), options_for(&m, m.kernel, m.config));
+Outcome run_mutant(const equivalence::Mutant& m) {
+  VerifyReport r = run_verify(equivalence::builtin_registry(), options_for(&m, m.kernel, m.config));
   Outcome out;
   out.fired = r.fired();
   for (const auto& p : m.caught_by) {
@@ -58,14 +58,14 @@ std::string joined(const std::vector<std::string>& items) {
 
 std::vector<std::string> mutant_names() {
   std::vector<std::string> names;
-  for (const auto& m : fuzz::mutant_catalogue()) names.push_back(m.name);
+  for (const auto& m : equivalence::mutant_catalogue()) names.push_back(m.name);
   return names;
 }
 
 class SeededMutant : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SeededMutant, isCaughtByTheNamedProperty) {
-  const fuzz::Mutant* m = fuzz::find_mutant(GetParam());
+  const equivalence::Mutant* m = equivalence::find_mutant(GetParam());
   ASSERT_NE(m, nullptr);
   Outcome o = run_mutant(*m);
   EXPECT_TRUE(o.caught) << m->name << " (" << m->what << ") expected to be caught by " << joined(m->caught_by)
@@ -86,11 +86,11 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, SeededMutant, ::testing::ValuesIn(mutant_nam
 // The same runs without mutants find nothing: every catch above is the mutant's.
 TEST(MutantCatalogue, theRealKernelsPassTheSameRuns) {
   std::set<std::pair<std::string, std::string>> runs;
-  for (const auto& m : fuzz::mutant_catalogue()) runs.insert({m.kernel, m.config});
+  for (const auto& m : equivalence::mutant_catalogue()) runs.insert({m.kernel, m.config});
   for (const auto& [kernel, config] : runs) {
     VerifyOptions o = options_for(nullptr, kernel, config);
     o.compile = true;
-    VerifyReport r = run_verify(builtin_registry(), o);
+    VerifyReport r = run_verify(equivalence::builtin_registry(), o);
     EXPECT_EQ(r.violation_count(), 0u) << r.to_text();
   }
 }
@@ -98,14 +98,14 @@ TEST(MutantCatalogue, theRealKernelsPassTheSameRuns) {
 // Every way KERNELS.md lists has at least one mutant.
 TEST(MutantCatalogue, coversEveryKnownWayToBreakAContract) {
   std::set<int> entries;
-  for (const auto& m : fuzz::mutant_catalogue()) entries.insert(m.entry);
+  for (const auto& m : equivalence::mutant_catalogue()) entries.insert(m.entry);
   for (int e = 1; e <= 11; ++e) EXPECT_TRUE(entries.count(e)) << "no mutant for KERNELS.md entry " << e;
 }
 
 TEST(MutantCatalogue, mutationScoreIsOneHundredPercent) {
   std::printf("\n%-52s %5s  %-8s  %-14s  %s\n", "mutant", "entry", "expected", "fired", "caught");
   std::size_t caught = 0, total = 0;
-  for (const auto& m : fuzz::mutant_catalogue()) {
+  for (const auto& m : equivalence::mutant_catalogue()) {
     Outcome o = run_mutant(m);
     ++total;
     caught += o.caught;

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/error.h"
 #include "warmup/orchestrator.h"
@@ -32,7 +32,7 @@ int export_bundle(const BundleCliOptions& o) {
   RuntimeOptions ro;
   ro.cache_dir = cache_dir_option(o.cache_dir);
   JitRuntime rt(ro);
-  const Plan plan = plan_warmup(builtin_registry(), config, {}, rt.target());
+  const Plan plan = plan_warmup(equivalence::builtin_registry(), config, {}, rt.target());
   WarmupOptions wo;
   wo.jobs = o.jobs;
   wo.progress = o.no_progress ? ProgressMode::off : ProgressMode::automatic;
@@ -73,7 +73,7 @@ int import_bundle(const BundleCliOptions& o) {
   DiskCache* disk = rt.disk();
   if (disk == nullptr) throw InputError("bundle import: no disk cache to install into (give --cache-dir)");
   const std::size_t entries = rt.import_bundle(o.file);
-  const Plan plan = plan_warmup(builtin_registry(), config, {}, rt.target());
+  const Plan plan = plan_warmup(equivalence::builtin_registry(), config, {}, rt.target());
   // A lookup that would have to compile is refused: import never compiles.
   rt.monitor().set_mode(MonitorMode::error);
   rt.monitor().activate();

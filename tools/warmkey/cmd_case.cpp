@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "equivalence/replay.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
+#include "replay/replay.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
@@ -63,17 +63,17 @@ Picked pick_batch(const ModelConfig& config, const CaseCliOptions& o) {
 
 int run(const CaseCliOptions& o) {
   const ModelConfig config = load_config(o.config);
-  const Kernel& kernel = builtin_registry().at(o.kernel);
+  const Kernel& kernel = equivalence::builtin_registry().at(o.kernel);
   if (!kernel.used_by(config))
     throw InputError(str_cat("--kernel: kernel '", o.kernel, "' is not used by config '", config.name, "'"));
-  const equivalence::ReplayAdapter* adapter = equivalence::find_replay_adapter(o.kernel);
-  if (adapter == nullptr) throw InputError(str_cat("--kernel: kernel '", o.kernel, "' has no replay adapter"));
-  const Oracle* oracle = find_oracle(o.kernel);
+  const equivalence::KernelDescriptor& row = *equivalence::find_kernel(o.kernel);
+  if (!row.replay) throw InputError(str_cat("--kernel: kernel '", o.kernel, "' has no input space (no replay)"));
+  const Oracle* oracle = row.oracle.get();
   if (oracle == nullptr) throw InputError(str_cat("--kernel: kernel '", o.kernel, "' has no oracle (no reference)"));
 
   const Picked picked = pick_batch(config, o);
   const equivalence::ReplayContext ctx{config, picked.batch, picked.eplb};
-  std::vector<equivalence::ReplayLaunch> launches = adapter->launches(kernel, ctx);
+  std::vector<equivalence::ReplayLaunch> launches = row.replay(kernel, ctx);
   if (launches.empty())
     throw InputError(str_cat("kernel '", o.kernel, "' makes no launch for ", picked.batch.to_string()));
   if (o.variant >= static_cast<int>(launches.size()))

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/orchestrator.h"
 
@@ -46,7 +46,7 @@ void run(const KeysOptions& o) {
   ModelConfig config = load_config(o.config);
   std::optional<std::string> kernel;
   if (!o.kernel.empty()) kernel = o.kernel;
-  Plan plan = plan_warmup(builtin_registry(), config, kernel);
+  Plan plan = plan_warmup(equivalence::builtin_registry(), config, kernel);
   if (o.json) {
     std::cout << keys_json(plan).dump(2) << "\n";
   } else {

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/determinism.h"
-#include "equivalence/replay_pipeline.h"
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
+#include "replay/replay_pipeline.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/disk_cache.h"
 #include "warmup/error.h"
@@ -41,11 +41,11 @@ struct RunCliOptions {
   bool no_cross_process = false;
 };
 
-const fuzz::Mutant* mutant_named(const std::string& name) {
+const equivalence::Mutant* mutant_named(const std::string& name) {
   if (name.empty()) return nullptr;
-  if (const fuzz::Mutant* m = fuzz::find_mutant(name)) return m;
+  if (const equivalence::Mutant* m = equivalence::find_mutant(name)) return m;
   std::string known;
-  for (const auto& m : fuzz::mutant_catalogue()) known += (known.empty() ? "" : ", ") + m.name;
+  for (const auto& m : equivalence::mutant_catalogue()) known += (known.empty() ? "" : ", ") + m.name;
   throw InputError(str_cat("--mutant: unknown mutant '", name, "' (known: ", known, ")"));
 }
 
@@ -87,7 +87,7 @@ int run(const RunCliOptions& o) {
     write_output("--save-trace", o.save_trace, trace.to_jsonl());
   }
 
-  const equivalence::RunReport report = equivalence::run_pipeline(builtin_registry(), r);
+  const equivalence::RunReport report = equivalence::run_pipeline(equivalence::builtin_registry(), r);
   if (!o.junit.empty()) write_output("--junit", o.junit, report.to_junit());
   if (o.json) {
     std::cout << report.to_json().dump(2) << '\n';

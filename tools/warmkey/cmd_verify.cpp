@@ -1,5 +1,5 @@
 // `warmkey verify`: runs properties P1-P5 and P7 (PC and P6 on request) over every registered kernel
-// with the generators of fuzz/gen, writes coverage certificates, and selects seeded mutants.
+// with the generators of spaces/, writes coverage certificates, and selects seeded mutants.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/determinism.h"
+#include "equivalence/kernel_table.h"
 #include "equivalence/verify.h"
-#include "fuzz/gen/byte_draw.h"
-#include "kernels/builtin.h"
+#include "spaces/byte_draw.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/error.h"
 
@@ -50,7 +50,7 @@ std::string joined(const std::vector<std::string>& items, std::string_view sep) 
 
 void list_mutants() {
   std::cout << "seeded mutants (each a known way to break a contract; never active by default):\n";
-  for (const fuzz::Mutant& m : fuzz::mutant_catalogue()) {
+  for (const equivalence::Mutant& m : equivalence::mutant_catalogue()) {
     std::string caught = joined(m.caught_by, "/");
     std::cout << "  " << m.name << "  [KERNELS.md #" << m.entry << ", caught by " << caught << "]\n      " << m.what
               << '\n';
@@ -104,17 +104,17 @@ int run(const VerifyCliOptions& o) {
   v.numerics = o.numerics;
   v.numeric_cases = o.numeric_cases;
   if (!o.no_cross_process) v.child_argv = {"/proc/self/exe", "verify"};
-  if (!o.input.empty()) v.input = fuzz::from_hex(o.input);
+  if (!o.input.empty()) v.input = spaces::from_hex(o.input);
   if (!o.mutant.empty()) {
-    v.mutant = fuzz::find_mutant(o.mutant);
+    v.mutant = equivalence::find_mutant(o.mutant);
     if (v.mutant == nullptr) {
       std::vector<std::string> names;
-      for (const auto& m : fuzz::mutant_catalogue()) names.push_back(m.name);
+      for (const auto& m : equivalence::mutant_catalogue()) names.push_back(m.name);
       std::string known = joined(names, ", ");
       throw InputError(str_cat("--mutant: unknown mutant '", o.mutant, "' (known: ", known, ")"));
     }
   }
-  equivalence::VerifyReport report = equivalence::run_verify(builtin_registry(), v);
+  equivalence::VerifyReport report = equivalence::run_verify(equivalence::builtin_registry(), v);
   if (!o.certificate.empty()) write_certificate(o.certificate, report);
   if (o.json) {
     std::cout << report.to_json().dump(2) << '\n';

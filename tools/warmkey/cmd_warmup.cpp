@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/builtin.h"
+#include "equivalence/kernel_table.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/orchestrator.h"
 
@@ -32,7 +32,7 @@ int run(const WarmupCliOptions& o) {
   RuntimeOptions ro;
   ro.cache_dir = cache_dir_option(o.cache_dir);
   JitRuntime rt(ro);
-  Plan plan = plan_warmup(builtin_registry(), config, kernel, rt.target());
+  Plan plan = plan_warmup(equivalence::builtin_registry(), config, kernel, rt.target());
   WarmupOptions wo;
   wo.jobs = o.jobs;
   wo.batch = o.batch;

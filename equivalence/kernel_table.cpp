@@ -1,0 +1,39 @@
+// The kernel table: one row per kernel, in the order a MoE layer runs them. This is the only
+// registration a kernel needs (docs/ADDING_A_KERNEL.md); a kernel with only a contract so far is
+// `contract_row<Contract>()`.
+#include "equivalence/kernel_table.h"
+
+#include "equivalence/oracles/count_expert_tokens.h"
+#include "equivalence/oracles/dsv4_topk.h"
+#include "equivalence/oracles/eplb_map.h"
+#include "equivalence/oracles/moe_align.h"
+#include "equivalence/oracles/moe_mul_sum.h"
+#include "spaces/count_expert_tokens.h"
+#include "spaces/dsv4_topk.h"
+#include "spaces/eplb_map.h"
+#include "spaces/moe_align.h"
+#include "spaces/moe_mul_sum.h"
+
+namespace warmkey::equivalence {
+
+// The seeded mutants, one file each under equivalence/mutants/.
+std::vector<Mutant> dsv4_topk_mutants();
+std::vector<Mutant> eplb_map_mutants();
+std::vector<Mutant> count_expert_tokens_mutants();
+std::vector<Mutant> moe_align_mutants();
+std::vector<Mutant> moe_mul_sum_mutants();
+
+const std::vector<KernelDescriptor>& kernel_table() {
+  static const std::vector<KernelDescriptor> rows = [] {
+    std::vector<KernelDescriptor> t;
+    t.push_back(kernel_row<spaces::Dsv4TopkSpace, Dsv4TopkOracle>(dsv4_topk_mutants()));
+    t.push_back(kernel_row<spaces::EplbMapSpace, EplbMapOracle>(eplb_map_mutants()));
+    t.push_back(kernel_row<spaces::CountExpertTokensSpace, CountExpertTokensOracle>(count_expert_tokens_mutants()));
+    t.push_back(kernel_row<spaces::MoeAlignSpace, MoeAlignOracle>(moe_align_mutants()));
+    t.push_back(kernel_row<spaces::MoeMulSumSpace, MoeMulSumOracle>(moe_mul_sum_mutants()));
+    return t;
+  }();
+  return rows;
+}
+
+}  // namespace warmkey::equivalence
