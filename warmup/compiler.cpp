@@ -15,11 +15,6 @@
 namespace warmkey {
 namespace {
 
-// Compile-time helper every instantiation's signature static_assert uses.
-constexpr const char* kPrelude =
-    "template <class A, class B> struct warmkey_same_type { static constexpr bool value = false; };\n"
-    "template <class A> struct warmkey_same_type<A, A> { static constexpr bool value = true; };\n";
-
 #ifndef WARMKEY_CUDA_INCLUDE_DIR
 #define WARMKEY_CUDA_INCLUDE_DIR "/usr/local/cuda/include"
 #endif
@@ -111,7 +106,7 @@ std::string NvrtcCompiler::cuda_include_dir() {
 
 std::string NvrtcCompiler::program_source(const KernelDef& def, const std::vector<JitKey>& keys) {
   std::ostringstream os;
-  os << kPrelude << "#include \"" << def.header << "\"\n";
+  os << instantiation_prelude() << "#include \"" << def.header << "\"\n";
   std::set<std::string> emitted;
   for (const JitKey& k : keys) {
     std::string name = struct_name_for(k.digest());

@@ -263,35 +263,56 @@ std::string Device::arch() const {
   return str_cat("sm_", major_, minor_);
 }
 
+struct Device::Module {
+  std::mutex mu;  // held while this cubin loads: only callers of the same cubin wait
+  CUmodule module = nullptr;
+};
+
 void* Device::function(const CompiledKernel& k) {
   require();
   const std::string& digest = k.digest.empty() ? k.key.digest() : k.digest;
-  std::lock_guard lock(mu_);
-  if (auto it = modules_.find(digest); it != modules_.end()) return it->second.second;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = functions_.find(digest); it != functions_.end()) return it->second;
+  }
   if (!k.cubin || k.cubin->empty())
     throw DeviceError(str_cat("kernel '", k.key.kernel, "': ", k.key.signature_text(), " has no cubin"));
-  make_current();
-  const std::string cubin_id = hex_digest(*k.cubin);
+  const std::string cubin_id = hex_digest(*k.cubin);  // outside the lock: cubins are megabytes
+  std::shared_ptr<Module> m;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = modules_[cubin_id];
+    if (!slot) slot = std::make_shared<Module>();
+    m = slot;
+  }
   CUmodule module = nullptr;
-  if (auto it = cubin_modules_.find(cubin_id); it != cubin_modules_.end()) {
-    module = static_cast<CUmodule>(it->second);
-  } else {
-    check(api_->module_load_data(&module, k.cubin->data()),
-          str_cat("cuModuleLoadData for kernel '", k.key.kernel, "' (", k.key.signature_text(), ")"));
-    cubin_modules_.emplace(cubin_id, module);
-    modules_loaded_.fetch_add(1);
+  {
+    std::lock_guard load_lock(m->mu);
+    if (m->module == nullptr) {
+      make_current();
+      check(api_->module_load_data(&m->module, k.cubin->data()),
+            str_cat("cuModuleLoadData for kernel '", k.key.kernel, "' (", k.key.signature_text(), ")"));
+      modules_loaded_.fetch_add(1);
+    }
+    module = m->module;
   }
   CUfunction fn = nullptr;
   check(api_->module_get_function(&fn, module, k.lowered_name.c_str()),
         str_cat("cuModuleGetFunction('", k.lowered_name, "') for kernel '", k.key.kernel, "'"));
-  modules_.emplace(digest, std::make_pair(static_cast<void*>(module), static_cast<void*>(fn)));
+  std::lock_guard lock(mu_);
+  functions_.emplace(digest, static_cast<void*>(fn));
   return fn;
 }
 
-void Device::launch(const CompiledKernel& k, const BoundKey& bound, const LaunchSpec& spec, Stream stream) {
+void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache, const BoundKey& bound,
+                    const LaunchSpec& spec, Stream stream) {
   PackedArgs args = pack(bound, spec);
   require();
-  auto fn = static_cast<CUfunction>(function(k));
+  auto fn = static_cast<CUfunction>(function_cache.load(std::memory_order_acquire));
+  if (fn == nullptr) {
+    fn = static_cast<CUfunction>(function(k));
+    function_cache.store(fn, std::memory_order_release);
+  }
   make_current();
   const std::string& kernel = bound.kernel->name;
   if (spec.shared_bytes > kDefaultSharedLimit) {

@@ -50,10 +50,15 @@ class Device {
   int multiprocessors() const { return sms_; }
   std::string arch() const;  // "sm_90"
 
-  // Loads (once per digest) the module holding the kernel; returns the CUfunction.
+  // Loads (once per distinct cubin) the module holding the kernel; returns the CUfunction. The
+  // module load runs outside the device's lock: loading one module stalls no other launch, and
+  // threads asking for one cubin wait for a single load.
   void* function(const CompiledKernel& k);
-  // Launches with the LaunchSpec's geometry and arguments packed per the bound key.
-  void launch(const CompiledKernel& k, const BoundKey& bound, const LaunchSpec& spec, Stream stream);
+  // Launches with the LaunchSpec's geometry and arguments packed per the bound key. `function`
+  // caches k's CUfunction (the runtime's L1 slot): filled on the first launch (release), read
+  // with acquire afterwards, so a launch of a loaded kernel takes no lock.
+  void launch(const CompiledKernel& k, std::atomic<void*>& function, const BoundKey& bound, const LaunchSpec& spec,
+              Stream stream);
 
   DeviceBuffer alloc(std::size_t bytes);
   void copy_to_device(void* dst, const void* src, std::size_t bytes);
@@ -91,9 +96,10 @@ class Device {
   std::string name_;
   int sms_ = 0, major_ = 0, minor_ = 0;
   void* context_ = nullptr;
-  std::mutex mu_;
-  std::unordered_map<std::string, std::pair<void*, void*>> modules_;  // digest -> (CUmodule, CUfunction)
-  std::unordered_map<std::string, void*> cubin_modules_;              // cubin content digest -> CUmodule
+  struct Module;                                      // one distinct cubin's module, loaded once
+  std::mutex mu_;                                     // guards the two maps (never held across a driver call)
+  std::unordered_map<std::string, void*> functions_;  // key digest -> CUfunction
+  std::unordered_map<std::string, std::shared_ptr<Module>> modules_;  // cubin content digest -> module
   std::atomic<std::int64_t> modules_loaded_{0};
 };
 

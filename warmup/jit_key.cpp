@@ -58,8 +58,9 @@ std::string JitKey::text() const {
     os << (first ? "" : ",") << p.name;
     first = false;
   }
-  os << " arch=" << arch << " nvrtc=" << nvrtc_version << " src=" << source_digest << " opts=";
-  for (std::size_t i = 0; i < options.size(); ++i) os << (i ? " " : "") << options[i];
+  os << " arch=" << arch << " nvrtc=" << nvrtc_version << " gen=" << generator << " src=" << source_digest << " opts=";
+  // Length-prefixed: {"-a -b"} and {"-a", "-b"} are different programs and must not share a text.
+  for (std::size_t i = 0; i < options.size(); ++i) os << (i ? " " : "") << options[i].size() << ':' << options[i];
   return os.str();
 }
 
@@ -75,6 +76,7 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
   k.source_digest = def.sources ? def.sources->digest(def.header) : std::string("none");
   k.arch = target.arch.empty() ? default_arch() : target.arch;
   k.nvrtc_version = target.nvrtc_version;
+  k.generator = generator_digest();
   k.options = target.options;
   k.block = bound.block;
   for (std::size_t i = 0; i < def.constexprs.size(); ++i)
@@ -116,6 +118,7 @@ std::vector<std::string> diff(const JitKey& from, const JitKey& to) {
   field("source_digest", from.source_digest, to.source_digest);
   field("arch", from.arch, to.arch);
   field("nvrtc_version", from.nvrtc_version, to.nvrtc_version);
+  field("generator", from.generator, to.generator);
   if (from.options != to.options) out.push_back("options differ");
   if (from.block != to.block)
     out.push_back(str_cat("block: ", from.block[0], ",", from.block[1], ",", from.block[2], " -> ", to.block[0], ",",
@@ -188,6 +191,52 @@ std::string instantiation_source(const JitKey& key, const std::string& struct_na
 
 std::string name_expression(const JitKey& key, const std::string& struct_name) {
   return str_cat(key.entry, "<warmkey_gen::", struct_name, ">");
+}
+
+const std::string& instantiation_prelude() {
+  // Compile-time helper every instantiation's signature static_assert uses.
+  static const std::string prelude =
+      "template <class A, class B> struct warmkey_same_type { static constexpr bool value = false; };\n"
+      "template <class A> struct warmkey_same_type<A, A> { static constexpr bool value = true; };\n";
+  return prelude;
+}
+
+JitKey generator_sample_key() {
+  JitKey k;
+  k.kernel = "sample";
+  k.entry = "sample_kernel";
+  k.constexprs = {{"BLOCK", 128}, {"NEG", -3}};
+  bool aligned = true;
+  for (DType d : kAllDTypes) {  // every pointee type, aligned or not, read-only or written
+    k.params.push_back(
+        {str_cat("p_", dtype_triton_name(d)), str_cat("*", dtype_triton_name(d)), aligned ? "D" : "", !aligned});
+    aligned = !aligned;
+  }
+  k.params.insert(k.params.end(), {
+                                      {"p_none", "constexpr", "None", false},
+                                      {"n_i32", "i32", "", false},
+                                      {"n_i32_d", "i32", "D", false},
+                                      {"n_i64", "i64", "", false},
+                                      {"n_i64_d", "i64", "D", false},
+                                      {"n_u64", "u64", "", false},
+                                      {"n_u64_d", "u64", "D", false},
+                                      {"n_one", "constexpr", "1", false},
+                                      {"f", "fp32", "None", false},
+                                      {"b", "u1", "None", false},
+                                  });
+  return k;
+}
+
+std::string generator_digest_of(std::string_view version, std::string_view prelude) {
+  const JitKey sample = generator_sample_key();
+  return hex_digest(str_cat(version, "\n--prelude--\n", prelude, "\n--instantiation--\n",
+                            instantiation_source(sample, "k_sample"), "\n--name--\n",
+                            name_expression(sample, "k_sample")));
+}
+
+const std::string& generator_digest() {
+  static const std::string digest = generator_digest_of(kGeneratorVersion, instantiation_prelude());
+  return digest;
 }
 
 }  // namespace warmkey

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct JitKey {
   std::string source_digest;
   std::string arch;
   std::string nvrtc_version;
+  std::string generator;  // generator_digest(): the prelude, the instantiation generator, the launch ABI
   std::vector<std::string> options;
   std::vector<std::pair<std::string, std::int64_t>> constexprs;
   std::vector<ParamKey> params;
@@ -45,7 +47,8 @@ struct JitKey {
 
   // "moe_mul_sum[BLOCK_M=16](x:*bf16:D, n:i32, m:constexpr=1){block=256}"
   std::string signature_text() const;
-  // signature_text() plus arch, NVRTC version, options and the source digest: what the digest covers.
+  // signature_text() plus arch, NVRTC version, generator digest, options and the source digest:
+  // what the digest covers.
   std::string text() const;
   // 32 hex digits over text(); names the disk-cache file.
   std::string digest() const;
@@ -59,6 +62,23 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target);
 
 // Field-by-field difference ("param num_tokens: i32:D -> i32"); empty when equal.
 std::vector<std::string> diff(const JitKey& from, const JitKey& to);
+
+// Bump when the generated code or the argument packing changes in a way the text below does not show
+// (e.g. Device's packing of arguments into 8-byte slots).
+inline constexpr const char* kGeneratorVersion =
+    "warmkey-gen-1 abi=slots8:ptr=u64,i32|i64|u64,constexpr1=i32(1),fp32,u1";
+
+// Text every NVRTC program starts with (helpers the generated instantiations use).
+const std::string& instantiation_prelude();
+// Digest of everything that turns a key into compiled code besides the key's own fields and the
+// device sources: kGeneratorVersion, instantiation_prelude(), and the instantiation and name
+// expression generated for a sample key that takes every branch of the generator. Part of every
+// JitKey, so a change of the generator never serves an old binary.
+const std::string& generator_digest();
+// The same over a given version and prelude (tests perturb them).
+std::string generator_digest_of(std::string_view version, std::string_view prelude);
+// The sample key generator_digest() renders: one parameter of every kind and attribute.
+JitKey generator_sample_key();
 
 // The NVRTC instantiation of a key, generated from the JitKey alone: a Spec struct named
 // `struct_name` exposing every constexpr and, per parameter p, `p_t` (element or integer type),

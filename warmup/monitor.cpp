@@ -30,18 +30,34 @@ void Monitor::count_compile(Phase p) { of(p).compiles.fetch_add(1, std::memory_o
 void Monitor::count_disk_hit(Phase p) { of(p).disk_hits.fetch_add(1, std::memory_order_relaxed); }
 void Monitor::count_bundle_hit(Phase p) { of(p).bundle_hits.fetch_add(1, std::memory_order_relaxed); }
 
+std::size_t Monitor::stripe() {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+  return mine;
+}
+
 Counters Monitor::counters(Phase p) const {
-  const AtomicCounters& c = of(p);
-  return Counters{c.l1_hits.load(), c.l1_misses.load(), c.compiles.load(), c.disk_hits.load(), c.bundle_hits.load()};
+  Counters out;
+  for (const AtomicCounters& c : p == Phase::warmup ? warmup_ : runtime_) {
+    out.l1_hits += c.l1_hits.load(std::memory_order_relaxed);
+    out.l1_misses += c.l1_misses.load(std::memory_order_relaxed);
+    out.compiles += c.compiles.load(std::memory_order_relaxed);
+    out.disk_hits += c.disk_hits.load(std::memory_order_relaxed);
+    out.bundle_hits += c.bundle_hits.load(std::memory_order_relaxed);
+  }
+  return out;
 }
 
 void Monitor::reset_counters() {
-  for (AtomicCounters* c : {&warmup_, &runtime_}) {
-    c->l1_hits = 0;
-    c->l1_misses = 0;
-    c->compiles = 0;
-    c->disk_hits = 0;
-    c->bundle_hits = 0;
+  for (AtomicCounters* stripes : {warmup_, runtime_}) {
+    for (std::size_t i = 0; i < kStripes; ++i) {
+      AtomicCounters& c = stripes[i];
+      c.l1_hits = 0;
+      c.l1_misses = 0;
+      c.compiles = 0;
+      c.disk_hits = 0;
+      c.bundle_hits = 0;
+    }
   }
 }
 
@@ -99,6 +115,24 @@ void Monitor::before_runtime_compile(const JitKey& key) {
 std::vector<std::string> Monitor::warnings() const {
   std::lock_guard lock(mu_);
   return warnings_;
+}
+
+void Monitor::note_runtime_load(const JitKey& key, std::string_view source, const std::string& where) {
+  MonitorMode m = mode();
+  if (m == MonitorMode::off || !active()) return;
+  std::string digest = key.digest();
+  std::lock_guard lock(mu_);
+  if (!loaded_.insert(std::move(digest)).second) return;
+  std::string report = str_cat("runtime lookup of kernel '", key.kernel, "': JitKey ", key.signature_text(),
+                               " was not in memory; loaded from ", source, " '", where,
+                               "' (no compile; warm it to load it before serving)");
+  runtime_loads_.push_back(report);
+  if (m == MonitorMode::warn) std::fprintf(stderr, "warmkey: note: %s\n", report.c_str());
+}
+
+std::vector<std::string> Monitor::runtime_loads() const {
+  std::lock_guard lock(mu_);
+  return runtime_loads_;
 }
 
 }  // namespace warmkey

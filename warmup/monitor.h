@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -20,7 +21,8 @@ enum class Phase { warmup, runtime };
 std::string_view monitor_mode_name(MonitorMode m);
 MonitorMode parse_monitor_mode(std::string_view s);  // throws InputError
 
-// Invariant per phase: compiles + disk_hits + bundle_hits == l1_misses.
+// Invariant per phase: compiles + disk_hits + bundle_hits == l1_misses (a key whose compile failed
+// counts nothing).
 struct Counters {
   std::int64_t l1_hits = 0;
   std::int64_t l1_misses = 0;
@@ -57,21 +59,32 @@ class Monitor {
   // Warn-mode reports so far (one per key).
   std::vector<std::string> warnings() const;
 
+  // A runtime-phase lookup served by the disk cache or a bundle (not a compile, not an error):
+  // recorded once per key after activate(), and printed to stderr in warn mode. `source` names
+  // the store ("the disk cache", "the bundle"), `where` its file.
+  void note_runtime_load(const JitKey& key, std::string_view source, const std::string& where);
+  std::vector<std::string> runtime_loads() const;
+
  private:
-  struct AtomicCounters {
+  // Counters are striped over cache lines by thread, so concurrent launches do not all write
+  // one line; counters() sums the stripes (relaxed: they count, they order nothing).
+  struct alignas(64) AtomicCounters {
     std::atomic<std::int64_t> l1_hits{0}, l1_misses{0}, compiles{0}, disk_hits{0}, bundle_hits{0};
   };
-  AtomicCounters& of(Phase p) { return p == Phase::warmup ? warmup_ : runtime_; }
-  const AtomicCounters& of(Phase p) const { return p == Phase::warmup ? warmup_ : runtime_; }
+  static constexpr std::size_t kStripes = 16;
+  static std::size_t stripe();
+  AtomicCounters& of(Phase p) { return (p == Phase::warmup ? warmup_ : runtime_)[stripe()]; }
 
   std::atomic<MonitorMode> mode_{MonitorMode::warn};
   std::atomic<bool> active_{false};
-  AtomicCounters warmup_, runtime_;
+  AtomicCounters warmup_[kStripes], runtime_[kStripes];
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::vector<JitKey>> warmed_;  // by kernel name
   std::set<std::string> warmed_digests_;
   std::set<std::string> warned_;
   std::vector<std::string> warnings_;
+  std::set<std::string> loaded_;
+  std::vector<std::string> runtime_loads_;
 };
 
 }  // namespace warmkey

@@ -1,11 +1,9 @@
-// JitRuntime: single-flight L1 over disk cache, bundles and NVRTC; parallel warmup; bundle files.
+// JitRuntime: single-flight L1 over disk cache, bundles and NVRTC; parallel warmup with
+// cross-process single flight; the launch path.
 #include "warmup/runtime.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstring>
+#include <cstdlib>
 #include <thread>
 #include <unordered_set>
 
@@ -17,25 +15,9 @@
 namespace warmkey {
 namespace {
 
-constexpr char kBundleMagic[8] = {'W', 'K', 'B', 'U', 'N', 'D', 'L', 'E'};
-constexpr std::uint32_t kBundleVersion = 2;  // 2: each distinct cubin stored once
+constexpr std::chrono::milliseconds kDefaultLockTimeout{600'000};
 
-template <class T>
-void put_le(std::string& out, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-// Reads a little-endian T at *pos; false when the bytes run out.
-template <class T>
-bool get_le(const std::string& bytes, std::size_t* pos, T* v) {
-  if (bytes.size() - *pos < sizeof(T)) return false;
-  T out = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i)
-    out |= static_cast<T>(static_cast<unsigned char>(bytes[*pos + i])) << (8 * i);
-  *pos += sizeof(T);
-  *v = out;
-  return true;
-}
+enum SlotState : int { kPending = 0, kReady = 1, kFailed = 2 };
 
 std::vector<BoundKey> dedup_bound(const std::vector<BoundKey>& keys) {
   std::unordered_set<BoundKey, BoundKeyHash> seen;
@@ -56,19 +38,174 @@ std::string what_of(const std::exception_ptr& e) {
   }
 }
 
+bool is_compile_error(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const CompileError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// $WARMKEY_LOCK_TIMEOUT (seconds) or the default.
+std::chrono::milliseconds lock_timeout_from_env() {
+  const char* v = std::getenv("WARMKEY_LOCK_TIMEOUT");
+  if (v == nullptr || *v == '\0') return kDefaultLockTimeout;
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  if (*end != '\0' || !(s >= 0) || s > 86400)
+    throw InputError(str_cat("WARMKEY_LOCK_TIMEOUT='", v, "': expected seconds between 0 and 86400"));
+  return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
+
 }  // namespace
 
+// One key's resolution. `bound` is immutable; `kernel` (or `error`) is written once, before the
+// release store of `state` that publishes it, so a reader that loads `state` with acquire and sees
+// kReady (kFailed) may read `kernel` (`error`) without a lock. `function` caches the CUfunction
+// (release on store, acquire on load). Slots live until the runtime dies, so a pointer read from
+// the map stays valid even after clear_l1() or a retry replaced it.
 struct JitRuntime::Slot {
-  std::promise<std::shared_ptr<const CompiledKernel>> promise;
-  std::shared_future<std::shared_ptr<const CompiledKernel>> future = promise.get_future().share();
-  std::shared_ptr<const CompiledKernel> ready;  // set under mu_ once resolved: the cheap hit path
+  explicit Slot(const BoundKey& b) : bound(b) {}
+  const BoundKey bound;
+  std::atomic<int> state{kPending};
+  std::shared_ptr<const CompiledKernel> kernel;
+  std::exception_ptr error;
+  std::atomic<void*> function{nullptr};
+
+  void wait() const {
+    while (state.load(std::memory_order_acquire) == kPending) state.wait(kPending, std::memory_order_acquire);
+  }
+};
+
+// BoundKey -> Slot*, an open-addressing table read without locks. Lookups are acquire loads of
+// the table pointer and of its cells (they pair with the release stores below, so a reader sees a
+// fully built slot and table). Writers (new keys, retries, clear) are serialised by write_mu_ and
+// never free anything while the runtime lives: a grown or cleared table is retired, not deleted,
+// and a removed cell becomes a tombstone, so a reader holding an old table or slot stays safe. A
+// reader that misses a key inserted concurrently takes the writer path, which looks again under
+// the mutex.
+class JitRuntime::L1Map {
+ public:
+  L1Map() { table_.store(make_table(64), std::memory_order_release); }
+
+  Slot* find(const BoundKey& k) const noexcept {
+    const Table* t = table_.load(std::memory_order_acquire);
+    return find_in(*t, k);
+  }
+
+  // The slot of k and whether this call created it (the caller then owns its resolution).
+  std::pair<Slot*, bool> find_or_insert(const BoundKey& k) {
+    std::lock_guard lock(write_mu_);
+    Table* t = table_.load(std::memory_order_relaxed);
+    if (Slot* s = find_in(*t, k)) return {s, false};
+    if ((t->used + 1) * 2 > t->mask + 1) t = grow();
+    slots_.push_back(std::make_unique<Slot>(k));
+    Slot* s = slots_.back().get();
+    std::size_t i = k.hash & t->mask;
+    while (true) {
+      Slot* c = t->cells[i].load(std::memory_order_relaxed);
+      if (c == nullptr || c == tombstone()) break;
+      i = (i + 1) & t->mask;
+    }
+    if (t->cells[i].load(std::memory_order_relaxed) == nullptr) ++t->used;
+    ++t->live;
+    t->cells[i].store(s, std::memory_order_release);
+    return {s, true};
+  }
+
+  // Replaces s's cell by a tombstone: the next lookup of its key creates a new slot.
+  void remove(const Slot* s) {
+    std::lock_guard lock(write_mu_);
+    Table* t = table_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i <= t->mask; ++i) {
+      if (t->cells[i].load(std::memory_order_relaxed) == s) {
+        t->cells[i].store(tombstone(), std::memory_order_release);
+        --t->live;
+        return;
+      }
+    }
+  }
+
+  void clear() {
+    std::lock_guard lock(write_mu_);
+    table_.store(make_table(64), std::memory_order_release);
+  }
+
+  // Calls f(slot) for every live slot, under the writer mutex.
+  template <class F>
+  void for_each(F&& f) const {
+    std::lock_guard lock(write_mu_);
+    const Table* t = table_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i <= t->mask; ++i) {
+      Slot* s = t->cells[i].load(std::memory_order_relaxed);
+      if (s != nullptr && s != tombstone()) f(*s);
+    }
+  }
+
+ private:
+  struct Table {
+    std::size_t mask = 0;
+    std::size_t used = 0;  // live cells and tombstones
+    std::size_t live = 0;
+    std::unique_ptr<std::atomic<Slot*>[]> cells;
+  };
+
+  static Slot* tombstone() {
+    static char marker;
+    return reinterpret_cast<Slot*>(&marker);
+  }
+
+  static Slot* find_in(const Table& t, const BoundKey& k) noexcept {
+    std::size_t i = k.hash & t.mask;
+    for (std::size_t n = 0; n <= t.mask; ++n, i = (i + 1) & t.mask) {
+      Slot* s = t.cells[i].load(std::memory_order_acquire);
+      if (s == nullptr) return nullptr;
+      if (s != tombstone() && s->bound == k) return s;
+    }
+    return nullptr;
+  }
+
+  Table* make_table(std::size_t capacity) {
+    auto t = std::make_unique<Table>();
+    t->mask = capacity - 1;
+    t->cells = std::make_unique<std::atomic<Slot*>[]>(capacity);
+    for (std::size_t i = 0; i < capacity; ++i) t->cells[i].store(nullptr, std::memory_order_relaxed);
+    tables_.push_back(std::move(t));
+    return tables_.back().get();
+  }
+
+  // A table twice the live count (at least), rehashed, published with release.
+  Table* grow() {
+    Table* old = table_.load(std::memory_order_relaxed);
+    std::size_t capacity = 64;
+    while (capacity < (old->live + 1) * 4) capacity *= 2;
+    Table* t = make_table(capacity);
+    for (std::size_t i = 0; i <= old->mask; ++i) {
+      Slot* s = old->cells[i].load(std::memory_order_relaxed);
+      if (s == nullptr || s == tombstone()) continue;
+      std::size_t j = s->bound.hash & t->mask;
+      while (t->cells[j].load(std::memory_order_relaxed) != nullptr) j = (j + 1) & t->mask;
+      t->cells[j].store(s, std::memory_order_relaxed);
+      ++t->used;
+      ++t->live;
+    }
+    table_.store(t, std::memory_order_release);
+    return t;
+  }
+
+  std::atomic<Table*> table_{nullptr};
+  mutable std::mutex write_mu_;
+  std::vector<std::unique_ptr<Table>> tables_;  // the current one and every retired one
+  std::vector<std::unique_ptr<Slot>> slots_;    // every slot ever made
 };
 
 struct JitRuntime::Pending {
-  BoundKey bound;
-  std::shared_ptr<Slot> slot;
+  Slot* slot = nullptr;
   JitKey jk;
-  bool settled = false;  // fulfilled or failed (touched by the one worker owning its batch)
+  DiskCache::KeyLock lock;  // held from the claim until the entry is stored (or failed)
+  bool settled = false;     // fulfilled or failed (touched by the one worker owning it)
 };
 
 struct JitRuntime::WarmState {
@@ -76,14 +213,15 @@ struct JitRuntime::WarmState {
   std::mutex mu;  // guards everything below and serialises progress calls
   WarmResult result;
   std::size_t done = 0;
-  std::vector<std::shared_ptr<const CompiledKernel>> resolved;
+  std::vector<Slot*> resolved;
+  std::vector<Pending*> deferred;  // keys another process holds the lock of
   std::exception_ptr progress_error;
 
-  void ok(const std::shared_ptr<const CompiledKernel>& k, std::size_t WarmResult::*counter) {
+  void ok(Slot* s, std::size_t WarmResult::*counter) {
     std::lock_guard lock(mu);
     ++(result.*counter);
-    resolved.push_back(k);
-    step(k->key.kernel);
+    resolved.push_back(s);
+    step(s->bound.kernel->name);
   }
   void failed(const std::string& kernel, std::string message) {
     std::lock_guard lock(mu);
@@ -112,7 +250,11 @@ RuntimeOptions with_arch(RuntimeOptions o) {
 }
 }  // namespace
 
-JitRuntime::JitRuntime(RuntimeOptions options) : options_(with_arch(std::move(options))), compiler_(options_.target) {
+JitRuntime::JitRuntime(RuntimeOptions options)
+    : options_(with_arch(std::move(options))),
+      lock_timeout_(options_.lock_timeout ? *options_.lock_timeout : lock_timeout_from_env()),
+      compiler_(options_.target),
+      l1_(std::make_unique<L1Map>()) {
   monitor_.set_mode(options_.mode);
   if (!options_.cache_dir) {
     disk_ = std::make_unique<DiskCache>(DiskCache::default_dir());
@@ -129,55 +271,86 @@ JitRuntime& JitRuntime::global() {
 }
 
 std::size_t JitRuntime::l1_size() const {
-  std::lock_guard lock(mu_);
-  return l1_.size();
+  std::size_t n = 0;
+  l1_->for_each([&](const Slot& s) { n += s.state.load(std::memory_order_acquire) == kReady ? 1 : 0; });
+  return n;
 }
 
-void JitRuntime::clear_l1() {
-  std::lock_guard lock(mu_);
-  l1_.clear();
+std::size_t JitRuntime::failed_count() const {
+  std::size_t n = 0;
+  l1_->for_each([&](const Slot& s) { n += s.state.load(std::memory_order_acquire) == kFailed ? 1 : 0; });
+  return n;
 }
+
+void JitRuntime::clear_failed() {
+  std::vector<const Slot*> failed;
+  l1_->for_each([&](const Slot& s) {
+    if (s.state.load(std::memory_order_acquire) == kFailed) failed.push_back(&s);
+  });
+  for (const Slot* s : failed) l1_->remove(s);
+}
+
+void JitRuntime::clear_l1() { l1_->clear(); }
+
+// ---- lookups ----
 
 std::shared_ptr<const CompiledKernel> JitRuntime::get(const BoundKey& bound, Phase phase) {
+  return resolve(bound, phase).kernel;
+}
+
+const CompiledKernel& JitRuntime::lookup(const BoundKey& bound, Phase phase) { return *resolve(bound, phase).kernel; }
+
+JitRuntime::Slot& JitRuntime::resolve(const BoundKey& bound, Phase phase) {
   if (bound.kernel == nullptr) throw InputError("JitRuntime::get: the bound key names no kernel");
-  std::shared_ptr<Slot> slot;
-  bool owner = false;
-  {
-    std::lock_guard lock(mu_);
-    auto it = l1_.find(bound);
-    if (it == l1_.end()) {
-      slot = std::make_shared<Slot>();
-      l1_.emplace(bound, slot);
-      owner = true;
-    } else if (it->second->ready) {
-      std::shared_ptr<const CompiledKernel> hit = it->second->ready;
-      monitor_.count_l1_hit(phase);
-      return hit;
-    } else {
-      slot = it->second;
-    }
-  }
-  if (!owner) {  // another thread resolves this key: wait for it (its failure is ours too)
-    std::shared_ptr<const CompiledKernel> k = slot->future.get();
+  Slot* s = l1_->find(bound);  // the hit path: no lock, no allocation
+  if (s != nullptr && s->state.load(std::memory_order_acquire) == kReady) {
     monitor_.count_l1_hit(phase);
-    return k;
+    return *s;
+  }
+  return resolve_slow(bound, phase);
+}
+
+JitRuntime::Slot& JitRuntime::resolve_slow(const BoundKey& bound, Phase phase) {
+  auto [slot, owner] = l1_->find_or_insert(bound);
+  if (!owner) {  // resolved or resolving elsewhere: wait (its failure is ours too)
+    slot->wait();
+    if (slot->state.load(std::memory_order_acquire) == kFailed) std::rethrow_exception(slot->error);
+    monitor_.count_l1_hit(phase);
+    return *slot;
   }
   std::shared_ptr<const CompiledKernel> k;
   try {
     k = resolve_miss(bound, jit_key(bound), phase);
   } catch (...) {
-    fail(bound, slot, std::current_exception());
+    fail(*slot, std::current_exception());
     throw;
   }
-  fulfil(*slot, k);
-  if (phase == Phase::warmup) after_resolve(*k);
-  return k;
+  fulfil(*slot, std::move(k));
+  if (phase == Phase::warmup) after_resolve(*slot);
+  return *slot;
 }
 
 std::shared_ptr<const CompiledKernel> JitRuntime::resolve_miss(const BoundKey& bound, const JitKey& jk, Phase phase) {
   Source source;
   if (auto k = lookup_stored(jk, phase, &source)) return k;
   if (phase == Phase::runtime) monitor_.before_runtime_compile(jk);  // may throw: nothing compiled yet
+  return compile_one(bound, jk, phase);
+}
+
+// Compiles jk under its cross-process lock: a process that held the lock may have stored it.
+std::shared_ptr<const CompiledKernel> JitRuntime::compile_one(const BoundKey& bound, const JitKey& jk, Phase phase) {
+  DiskCache::KeyLock lock;
+  if (disk_) {
+    lock = disk_->lock(jk, lock_timeout_);
+    if (lock.acquired() || lock.state() == DiskCache::KeyLock::State::timed_out) {
+      if (std::optional<CompiledKernel> k = disk_->load(jk, /*report_rejects=*/false)) {
+        monitor_.count_l1_miss(phase);
+        monitor_.count_disk_hit(phase);
+        if (phase == Phase::runtime) monitor_.note_runtime_load(jk, "the disk cache", disk_->path_for(jk).string());
+        return std::make_shared<const CompiledKernel>(std::move(*k));
+      }
+    }
+  }
   std::vector<CompiledKernel> out = compiler_.compile_batch(*bound.kernel, {jk});
   monitor_.count_l1_miss(phase);
   monitor_.count_compile(phase);
@@ -192,66 +365,97 @@ std::shared_ptr<const CompiledKernel> JitRuntime::lookup_stored(const JitKey& jk
     *source = Source::disk;
     monitor_.count_l1_miss(phase);
     monitor_.count_disk_hit(phase);
+    if (phase == Phase::runtime) monitor_.note_runtime_load(jk, "the disk cache", disk_->path_for(jk).string());
     return std::make_shared<const CompiledKernel>(std::move(*k));
   }
-  k = lookup_bundle(jk);
+  std::string file;
+  k = lookup_bundle(jk, &file);
   if (k) {
     *source = Source::bundle;
     monitor_.count_l1_miss(phase);
     monitor_.count_bundle_hit(phase);
+    if (phase == Phase::runtime) monitor_.note_runtime_load(jk, "the bundle", file);
     return std::make_shared<const CompiledKernel>(std::move(*k));
   }
   return nullptr;
 }
 
-std::optional<CompiledKernel> JitRuntime::lookup_bundle(const JitKey& jk) {
+std::optional<CompiledKernel> JitRuntime::lookup_bundle(const JitKey& jk, std::string* file) {
+  if (!has_bundle_.load(std::memory_order_acquire)) return std::nullopt;
   std::string digest = jk.digest();
-  std::lock_guard lock(mu_);
-  if (bundle_.empty()) return std::nullopt;
+  std::lock_guard lock(bundle_mu_);
   auto it = bundle_.find(digest);
-  if (it == bundle_.end() || it->second.key_text != jk.text()) return std::nullopt;
-  return CompiledKernel{jk, std::move(digest), it->second.lowered_name, it->second.cubin};
+  if (it == bundle_.end() || it->second.entry.key_text != jk.text()) return std::nullopt;
+  if (file != nullptr) *file = it->second.file;
+  return CompiledKernel{jk, std::move(digest), it->second.entry.lowered_name, it->second.entry.cubin};
 }
 
-void JitRuntime::after_resolve(const CompiledKernel& k) {
+void JitRuntime::after_resolve(Slot& slot) {
   if (!options_.load_modules || options_.compile_only) return;
   Device& device = Device::instance();
-  if (device.available()) device.function(k);
+  if (!device.available() || slot.function.load(std::memory_order_acquire) != nullptr) return;
+  slot.function.store(device.function(*slot.kernel), std::memory_order_release);
 }
 
 void JitRuntime::fulfil(Slot& slot, std::shared_ptr<const CompiledKernel> k) {
-  {
-    std::lock_guard lock(mu_);
-    slot.ready = k;
-  }
-  slot.promise.set_value(std::move(k));
+  slot.kernel = std::move(k);
+  slot.state.store(kReady, std::memory_order_release);
+  slot.state.notify_all();
 }
 
-void JitRuntime::fail(const BoundKey& bound, const std::shared_ptr<Slot>& slot, std::exception_ptr error) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = l1_.find(bound);
-    if (it != l1_.end() && it->second == slot) l1_.erase(it);  // a later call retries
-  }
-  slot->promise.set_exception(std::move(error));
+void JitRuntime::fail(Slot& slot, std::exception_ptr error) {
+  const bool sticky = is_compile_error(error);
+  slot.error = std::move(error);
+  slot.state.store(kFailed, std::memory_order_release);
+  slot.state.notify_all();
+  if (!sticky) l1_->remove(&slot);  // a refusal or an I/O error: a later call tries again
 }
 
 std::shared_ptr<const CompiledKernel> JitRuntime::ready_entry(const BoundKey& bound) const {
-  std::lock_guard lock(mu_);
-  auto it = l1_.find(bound);
-  return it == l1_.end() ? nullptr : it->second->ready;
+  Slot* s = l1_->find(bound);
+  return s != nullptr && s->state.load(std::memory_order_acquire) == kReady ? s->kernel : nullptr;
 }
 
 void JitRuntime::launch(const BoundKey& bound, const LaunchSpec& spec, Stream stream) {
   if (options_.compile_only) throw DeviceError("JitRuntime::launch: this runtime is compile-only (it never launches)");
-  std::shared_ptr<const CompiledKernel> k = get(bound, Phase::runtime);
-  Device::instance().launch(*k, bound, spec, stream);
+  Slot& s = resolve(bound, Phase::runtime);
+  Device::instance().launch(*s.kernel, s.function, bound, spec, stream);
 }
 
 // ---- warm() ----
 
+
+// Claims each key's cross-process lock without waiting: a key another process holds is deferred;
+// a key it stored meanwhile is a disk hit; the rest is compiled here, its locks held until stored.
+void JitRuntime::claim_and_compile(std::vector<Pending*> batch, WarmState& state) {
+  std::vector<Pending*> mine;
+  for (Pending* p : batch) {
+    if (disk_) {
+      p->lock = disk_->try_lock(p->jk);
+      if (p->lock.state() == DiskCache::KeyLock::State::busy) {
+        std::lock_guard lock(state.mu);
+        state.deferred.push_back(p);
+        continue;
+      }
+      if (p->lock.acquired()) {
+        if (std::optional<CompiledKernel> k = disk_->load(p->jk, /*report_rejects=*/false)) {
+          p->lock.release();
+          monitor_.count_l1_miss(Phase::warmup);
+          monitor_.count_disk_hit(Phase::warmup);
+          p->settled = true;
+          fulfil(*p->slot, std::make_shared<const CompiledKernel>(std::move(*k)));
+          state.ok(p->slot, &WarmResult::disk_hits);
+          continue;
+        }
+      }
+    }
+    mine.push_back(p);
+  }
+  if (!mine.empty()) compile_pending(mine, state);
+}
+
 void JitRuntime::compile_pending(const std::vector<Pending*>& batch, WarmState& state) {
-  const KernelDef& def = *batch[0]->bound.kernel;
+  const KernelDef& def = *batch[0]->slot->bound.kernel;
   std::vector<JitKey> keys;
   for (Pending* p : batch) keys.push_back(p->jk);
   std::vector<CompiledKernel> out;
@@ -271,7 +475,8 @@ void JitRuntime::compile_pending(const std::vector<Pending*>& batch, WarmState& 
   }
   if (error) {
     batch[0]->settled = true;
-    fail(batch[0]->bound, batch[0]->slot, error);
+    batch[0]->lock.release();
+    fail(*batch[0]->slot, error);
     state.failed(def.name, what_of(error));
     return;
   }
@@ -282,19 +487,76 @@ void JitRuntime::compile_pending(const std::vector<Pending*>& batch, WarmState& 
     batch[i]->settled = true;
     fulfil(*batch[i]->slot, k);  // waiters go on while the entry is written
     if (disk_) disk_->store(*k);
-    state.ok(k, &WarmResult::compiled);
+    batch[i]->lock.release();  // after the store: a waiting process finds the entry
+    state.ok(batch[i]->slot, &WarmResult::compiled);
   }
 }
 
-void JitRuntime::wait_claimed(const std::vector<std::pair<BoundKey, std::shared_ptr<Slot>>>& claimed,
-                              WarmState& state) {
-  for (const auto& [bound, slot] : claimed) {
-    try {
-      std::shared_ptr<const CompiledKernel> k = slot->future.get();
+// Groups pending keys by kernel (one source per program), chunks them, and runs them on the pool.
+void JitRuntime::compile_batches(const std::vector<Pending*>& pending, int jobs, int batch, WarmState& state,
+                                 bool claim) {
+  // Programs of one kernel each, sized and ordered by warmup/schedule.h.
+  std::vector<const KernelDef*> kernel_of;
+  for (const Pending* p : pending) kernel_of.push_back(p->slot->bound.kernel);
+  std::vector<std::vector<Pending*>> batches;
+  for (const auto& program : schedule_programs(kernel_of, jobs, static_cast<std::size_t>(std::max(0, batch)))) {
+    auto& b = batches.emplace_back();
+    for (std::size_t i : program) b.push_back(pending[i]);
+  }
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < batches.size();) {
+      try {
+        if (claim) {
+          claim_and_compile(batches[i], state);
+        } else {
+          compile_pending(batches[i], state);
+        }
+      } catch (...) {
+        // Only an allocation failure gets here; the sweep in warm() settles what it left.
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(jobs), batches.size());
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+// Keys another process was compiling: wait for its lock, then read its entry; what it did not
+// store (it died, or its compile failed) is compiled here.
+void JitRuntime::wait_deferred(WarmState& state) {
+  std::vector<Pending*> deferred;
+  {
+    std::lock_guard lock(state.mu);
+    deferred.swap(state.deferred);
+  }
+  for (Pending* p : deferred) {
+    p->lock = disk_->lock(p->jk, lock_timeout_);
+    if (std::optional<CompiledKernel> k = disk_->load(p->jk)) {
+      p->lock.release();
+      monitor_.count_l1_miss(Phase::warmup);
+      monitor_.count_disk_hit(Phase::warmup);
+      p->settled = true;
+      fulfil(*p->slot, std::make_shared<const CompiledKernel>(std::move(*k)));
+      std::lock_guard lock(state.mu);
+      ++state.result.from_other_process;
+    }
+    if (p->settled) state.ok(p->slot, &WarmResult::disk_hits);
+  }
+  std::erase_if(deferred, [](const Pending* p) { return p->settled; });
+  state.deferred = std::move(deferred);
+}
+
+void JitRuntime::wait_claimed(const std::vector<Slot*>& claimed, WarmState& state) {
+  for (Slot* slot : claimed) {
+    slot->wait();
+    if (slot->state.load(std::memory_order_acquire) == kReady) {
       monitor_.count_l1_hit(Phase::warmup);
-      state.ok(k, &WarmResult::l1_hits);
-    } catch (...) {
-      state.failed(bound.kernel->name, what_of(std::current_exception()));
+      state.ok(slot, &WarmResult::l1_hits);
+    } else {
+      state.failed(slot->bound.kernel->name, what_of(slot->error));
     }
   }
 }
@@ -307,74 +569,50 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
   state.result.keys = unique.size();
 
   // Claim every key: an existing slot is an L1 hit (maybe still in flight), a new one is ours.
-  std::vector<std::pair<BoundKey, std::shared_ptr<Slot>>> claimed, owned;
+  std::vector<Slot*> claimed, owned;
   std::size_t no_kernel = 0;
-  {
-    std::lock_guard lock(mu_);
-    for (const BoundKey& b : unique) {
-      if (b.kernel == nullptr) {
-        ++no_kernel;
-        continue;
-      }
-      auto it = l1_.find(b);
-      if (it != l1_.end()) {
-        claimed.emplace_back(b, it->second);
-      } else {
-        auto slot = std::make_shared<Slot>();
-        l1_.emplace(b, slot);
-        owned.emplace_back(b, slot);
-      }
+  for (const BoundKey& b : unique) {
+    if (b.kernel == nullptr) {
+      ++no_kernel;
+      continue;
     }
+    auto [slot, owner] = l1_->find_or_insert(b);
+    (owner ? owned : claimed).push_back(slot);
   }
   for (std::size_t i = 0; i < no_kernel; ++i) state.failed("?", "warmup: a bound key names no kernel");
 
   // Disk and bundle first; what remains is compiled.
   std::vector<Pending> pending;
   pending.reserve(owned.size());
-  for (auto& [b, slot] : owned) {
+  for (Slot* slot : owned) {
     try {
-      JitKey jk = jit_key(b);
+      JitKey jk = jit_key(slot->bound);
       Source source;
       if (auto k = lookup_stored(jk, Phase::warmup, &source)) {
         fulfil(*slot, k);
-        state.ok(k, source == Source::disk ? &WarmResult::disk_hits : &WarmResult::bundle_hits);
+        state.ok(slot, source == Source::disk ? &WarmResult::disk_hits : &WarmResult::bundle_hits);
       } else {
-        pending.push_back(Pending{b, slot, std::move(jk)});
+        pending.push_back(Pending{slot, std::move(jk), {}, false});
       }
     } catch (...) {
-      fail(b, slot, std::current_exception());
-      state.failed(b.kernel->name, what_of(std::current_exception()));
+      fail(*slot, std::current_exception());
+      state.failed(slot->bound.kernel->name, what_of(std::current_exception()));
     }
   }
-
-  // Programs of one kernel each, sized and ordered by warmup/schedule.h, compiled on the pool.
-  std::vector<const KernelDef*> kernel_of;
-  for (const Pending& p : pending) kernel_of.push_back(p.bound.kernel);
-  std::vector<std::vector<Pending*>> batches;
-  for (const auto& program : schedule_programs(kernel_of, jobs, static_cast<std::size_t>(std::max(0, batch)))) {
-    auto& b = batches.emplace_back();
-    for (std::size_t i : program) b.push_back(&pending[i]);
+  std::vector<Pending*> first;
+  for (Pending& p : pending) first.push_back(&p);
+  compile_batches(first, jobs, batch, state, /*claim=*/true);
+  if (!state.deferred.empty()) {
+    wait_deferred(state);
+    std::vector<Pending*> rest = std::move(state.deferred);
+    compile_batches(rest, jobs, batch, state, /*claim=*/false);  // their locks are held already
   }
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < batches.size();) {
-      try {
-        compile_pending(batches[i], state);
-      } catch (...) {
-        // Only an allocation failure gets here; the sweep below settles what it left.
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(jobs), batches.size());
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
   for (Pending& p : pending) {
     if (p.settled) continue;
     auto error = std::make_exception_ptr(Error(str_cat("warmup of ", p.jk.signature_text(), " was interrupted")));
-    fail(p.bound, p.slot, error);
-    state.failed(p.bound.kernel->name, what_of(error));
+    p.lock.release();
+    fail(*p.slot, error);
+    state.failed(p.slot->bound.kernel->name, what_of(error));
   }
 
   wait_claimed(claimed, state);
@@ -386,33 +624,24 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
       // A key whose JitKey cannot be built already failed above.
     }
   }
-  for (const auto& k : state.resolved) {
+  for (Slot* s : state.resolved) {
     try {
-      after_resolve(*k);
+      after_resolve(*s);
     } catch (const std::exception& e) {
-      state.failed(k->key.kernel, str_cat("loading the module of ", k->key.signature_text(), ": ", e.what()));
+      state.failed(s->bound.kernel->name,
+                   str_cat("loading the module of ", s->kernel->key.signature_text(), ": ", e.what()));
     }
   }
   if (state.progress_error) std::rethrow_exception(state.progress_error);
   return std::move(state.result);
 }
 
-// ---- bundles ----
+// ---- bundles (format: bundle.h) ----
 
-// Bundle layout (little endian), version 2: magic "WKBUNDLE" | u32 version | u64 cubin count |
-// per cubin: u64 length, bytes | u64 entry count | per entry: u32 key-text length, key text,
-// u32 lowered-name length, lowered name, u64 cubin index | u64 XXH3-64 of everything before.
-// Keys compiled in one NVRTC program share one cubin, so each distinct cubin is stored once.
 void JitRuntime::export_bundle(const std::filesystem::path& file, const std::vector<BoundKey>& keys) {
-  std::vector<std::shared_ptr<const std::string>> cubins;
-  std::unordered_map<const std::string*, std::uint64_t> cubin_index;  // by identity: shared per program
-  std::unordered_map<std::string, std::uint64_t> cubin_by_content;    // loaded copies (disk) by content
-  std::string entries;
-  std::uint64_t entry_count = 0;
-  std::unordered_set<std::string> seen;
+  BundleWriter writer;
   for (const BoundKey& b : dedup_bound(keys)) {
     JitKey jk = jit_key(b);
-    if (!seen.insert(jk.digest()).second) continue;
     std::shared_ptr<const CompiledKernel> k = ready_entry(b);
     std::optional<CompiledKernel> stored;
     if (!k && disk_) stored = disk_->load(jk);
@@ -420,103 +649,24 @@ void JitRuntime::export_bundle(const std::filesystem::path& file, const std::vec
     if (!k && !stored)
       throw InputError(str_cat("bundle export: ", jk.signature_text(),
                                " is not compiled (not in memory, on disk or in an imported bundle); warm it first"));
-    const CompiledKernel& entry = k ? *k : *stored;
-    std::uint64_t index;
-    if (auto it = cubin_index.find(entry.cubin.get()); it != cubin_index.end()) {
-      index = it->second;
-    } else {
-      auto [pos, fresh] = cubin_by_content.emplace(*entry.cubin, cubins.size());
-      if (fresh) cubins.push_back(entry.cubin);
-      index = pos->second;
-      cubin_index.emplace(entry.cubin.get(), index);
-    }
-    const std::string text = entry.key.text();
-    put_le<std::uint32_t>(entries, static_cast<std::uint32_t>(text.size()));
-    entries += text;
-    put_le<std::uint32_t>(entries, static_cast<std::uint32_t>(entry.lowered_name.size()));
-    entries += entry.lowered_name;
-    put_le<std::uint64_t>(entries, index);
-    ++entry_count;
+    writer.add(k ? *k : *stored);
   }
-  std::string bytes(kBundleMagic, sizeof kBundleMagic);
-  put_le<std::uint32_t>(bytes, kBundleVersion);
-  put_le<std::uint64_t>(bytes, cubins.size());
-  for (const auto& cubin : cubins) {
-    put_le<std::uint64_t>(bytes, cubin->size());
-    bytes += *cubin;
-  }
-  put_le<std::uint64_t>(bytes, entry_count);
-  bytes += entries;
-  put_le<std::uint64_t>(bytes, XXH3_64bits(bytes.data(), bytes.size()));
   std::string why;
-  if (!write_file_atomic(file, bytes, &why)) throw Error(str_cat("bundle export to '", file.string(), "': ", why));
+  if (!write_file_atomic(file, writer.bytes(), &why))
+    throw Error(str_cat("bundle export to '", file.string(), "': ", why));
 }
-
-namespace {
-
-// Reads a u32-length-prefixed string at *pos, within [*pos, end).
-bool get_string(const std::string& bytes, std::size_t* pos, std::size_t end, std::string* out) {
-  std::uint32_t len = 0;
-  if (end - *pos < 4 || !get_le(bytes, pos, &len) || end - *pos < len) return false;
-  out->assign(bytes, *pos, len);
-  *pos += len;
-  return true;
-}
-
-// Parses and validates a whole bundle; throws InputError naming the file and the problem.
-std::vector<DiskCache::RawEntry> parse_bundle(const std::string& bytes, const std::string& file) {
-  auto bad = [&](const std::string& why) { return InputError(str_cat("bundle '", file, "': ", why)); };
-  constexpr std::size_t kHeader = sizeof kBundleMagic + 4 + 8;
-  if (bytes.size() < kHeader + 8) throw bad(str_cat("truncated (", bytes.size(), " bytes)"));
-  if (std::memcmp(bytes.data(), kBundleMagic, sizeof kBundleMagic) != 0) throw bad("bad magic (not a warmkey bundle)");
-  std::size_t pos = sizeof kBundleMagic;
-  std::uint32_t version = 0;
-  std::uint64_t cubin_count = 0, entry_count = 0, checksum = 0;
-  get_le(bytes, &pos, &version);
-  if (version != kBundleVersion)
-    throw bad(str_cat("format version ", version, ", this build reads version ", kBundleVersion));
-  std::size_t end = bytes.size() - 8;
-  std::size_t sum_pos = end;
-  get_le(bytes, &sum_pos, &checksum);
-  if (checksum != XXH3_64bits(bytes.data(), end)) throw bad("checksum mismatch (corrupt or truncated)");
-  get_le(bytes, &pos, &cubin_count);
-  std::vector<std::shared_ptr<const std::string>> cubins;
-  for (std::uint64_t i = 0; i < cubin_count; ++i) {
-    std::uint64_t len = 0;
-    if (end - pos < 8 || !get_le(bytes, &pos, &len) || end - pos < len)
-      throw bad(str_cat("cubin ", i, " is truncated"));
-    cubins.push_back(std::make_shared<const std::string>(bytes.substr(pos, static_cast<std::size_t>(len))));
-    pos += static_cast<std::size_t>(len);
-  }
-  if (end - pos < 8 || !get_le(bytes, &pos, &entry_count)) throw bad("entry count is truncated");
-  std::vector<DiskCache::RawEntry> entries;
-  for (std::uint64_t i = 0; i < entry_count; ++i) {
-    DiskCache::RawEntry e;
-    std::uint64_t index = 0;
-    if (!get_string(bytes, &pos, end, &e.key_text) || !get_string(bytes, &pos, end, &e.lowered_name) || end - pos < 8 ||
-        !get_le(bytes, &pos, &index))
-      throw bad(str_cat("entry ", i, " is truncated"));
-    if (index >= cubins.size()) throw bad(str_cat("entry ", i, " names cubin ", index, " of ", cubins.size()));
-    if (e.key_text.empty() || e.lowered_name.empty()) throw bad(str_cat("entry ", i, " has an empty key or name"));
-    e.cubin = cubins[static_cast<std::size_t>(index)];
-    entries.push_back(std::move(e));
-  }
-  if (pos != end) throw bad(str_cat(end - pos, " unexpected bytes after ", entry_count, " entries"));
-  return entries;
-}
-
-}  // namespace
 
 std::size_t JitRuntime::import_bundle(const std::filesystem::path& file) {
   std::string why;
   std::optional<std::string> bytes = read_file_bytes(file, &why);
   if (!bytes) throw InputError(str_cat("bundle '", file.string(), "': ", why));
-  std::vector<DiskCache::RawEntry> entries = parse_bundle(*bytes, file.string());
-  std::lock_guard lock(mu_);
-  for (DiskCache::RawEntry& e : entries) {
+  std::vector<BundleEntry> entries = parse_bundle(*bytes, file.string());
+  std::lock_guard lock(bundle_mu_);
+  for (BundleEntry& e : entries) {
     std::string digest = hex_digest(e.key_text);
-    bundle_.insert_or_assign(std::move(digest), std::move(e));
+    bundle_.insert_or_assign(std::move(digest), Imported{std::move(e), file.string()});
   }
+  has_bundle_.store(!bundle_.empty(), std::memory_order_release);
   return entries.size();
 }
 

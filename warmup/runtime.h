@@ -2,9 +2,10 @@
 // by the monitor; launches through the device.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "warmup/binder.h"
+#include "warmup/bundle.h"
 #include "warmup/compiler.h"
 #include "warmup/device.h"
 #include "warmup/disk_cache.h"
@@ -30,6 +32,9 @@ struct RuntimeOptions {
   // Never loads or launches, so target.arch may name another GPU than the device's (a warmup or
   // bundle for other machines). Otherwise construction fails when the device cannot run the target.
   bool compile_only = false;
+  // How long to wait for another process compiling the same key into the shared disk cache
+  // before compiling it here: nullopt = $WARMKEY_LOCK_TIMEOUT seconds, else 600 s.
+  std::optional<std::chrono::milliseconds> lock_timeout;
 };
 
 // Progress of a warm() call: keys done, keys total, the kernel of the key just finished.
@@ -40,22 +45,27 @@ struct WarmResult {
   std::size_t compiled = 0;  // compiled by NVRTC in this call
   std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
   std::size_t failed = 0;
-  std::size_t programs = 0;           // NVRTC programs run
-  std::vector<std::string> failures;  // one message per failed key (JitKey + NVRTC log)
+  std::size_t programs = 0;            // NVRTC programs run
+  std::size_t from_other_process = 0;  // disk hits another process compiled while we waited for its lock
+  std::vector<std::string> failures;   // one message per failed key (JitKey + NVRTC log)
 };
 
 class JitRuntime {
  public:
   explicit JitRuntime(RuntimeOptions options = {});
   ~JitRuntime();
+  JitRuntime(const JitRuntime&) = delete;
+  JitRuntime& operator=(const JitRuntime&) = delete;
   // A process-wide runtime with default options (cache from the environment).
   static JitRuntime& global();
 
   const CompileTarget& target() const { return compiler_.target(); }
   JitKey jit_key(const BoundKey& bound) const { return make_jit_key(bound, target()); }
 
-  // L1 -> disk -> bundle -> compile, single flight per key. In the runtime phase a compile goes
-  // through the monitor first (which may throw RuntimeCompileError).
+  // L1 -> disk -> bundle -> compile, single flight per key (across threads, and across processes
+  // sharing the disk cache). In the runtime phase a compile goes through the monitor first (which
+  // may throw RuntimeCompileError). A key whose compile failed stays failed (the call rethrows
+  // its CompileError without compiling) until clear_failed().
   std::shared_ptr<const CompiledKernel> get(const BoundKey& bound, Phase phase);
 
   // Warmup of many keys: deduplicates, resolves hits, then compiles the misses grouped by
@@ -63,8 +73,13 @@ class JitRuntime {
   // for a compile error (counted in `failed`). Marks every key warmed for the monitor.
   WarmResult warm(const std::vector<BoundKey>& keys, int jobs, int batch, const ProgressFn& progress = {});
 
-  // get(runtime) then launch; validates nothing (the contract did).
+  // The runtime lookup then the launch; validates nothing (the contract did). On an L1 hit it
+  // takes no lock and writes no shared memory but a striped counter: the CUfunction is cached in
+  // the L1 slot after the first launch.
   void launch(const BoundKey& bound, const LaunchSpec& spec, Stream stream);
+  // The lookup launch() does, without the launch: the L1 entry (a miss resolves as in get()),
+  // without sharing ownership (no reference count touched); valid while the runtime lives.
+  const CompiledKernel& lookup(const BoundKey& bound, Phase phase);
 
   // Bundles: one archive of compiled entries. Export writes the entries of `keys` (compiling
   // none: a key not in L1 or on disk is an error); import makes its entries available as bundle hits.
@@ -76,35 +91,52 @@ class JitRuntime {
   DiskCache* disk() { return disk_.get(); }
   const NvrtcCompiler& compiler() const { return compiler_; }
   Device& device() { return Device::instance(); }
-  std::size_t l1_size() const;
+  std::size_t l1_size() const;       // resolved keys in memory
+  std::size_t failed_count() const;  // keys whose compile failed (kept failed until clear_failed)
+  // Forgets failed keys: the next call compiles them again.
+  void clear_failed();
   // Drops the in-memory cache (tests: a warm restart in one process).
   void clear_l1();
 
  private:
-  struct Slot;       // single flight: one resolution, shared by every waiter
+  struct Slot;       // one key's resolution, shared by every waiter
+  class L1Map;       // BoundKey -> Slot, lock-free lookups
   struct Pending;    // a claimed key waiting for its compile inside warm()
   struct WarmState;  // what warm()'s workers share
   enum class Source { disk, bundle };
 
+  Slot& resolve(const BoundKey& bound, Phase phase);
+  Slot& resolve_slow(const BoundKey& bound, Phase phase);
   std::shared_ptr<const CompiledKernel> resolve_miss(const BoundKey& bound, const JitKey& jk, Phase phase);
+  std::shared_ptr<const CompiledKernel> compile_one(const BoundKey& bound, const JitKey& jk, Phase phase);
   // Disk, then bundle; counts the miss and the hit. nullptr when neither holds jk.
   std::shared_ptr<const CompiledKernel> lookup_stored(const JitKey& jk, Phase phase, Source* source);
-  std::optional<CompiledKernel> lookup_bundle(const JitKey& jk);
+  std::optional<CompiledKernel> lookup_bundle(const JitKey& jk, std::string* file = nullptr);
   // Warmup only: loads the module onto the device when enabled and a device is present.
-  void after_resolve(const CompiledKernel& k);
+  void after_resolve(Slot& slot);
   void fulfil(Slot& slot, std::shared_ptr<const CompiledKernel> k);
-  void fail(const BoundKey& bound, const std::shared_ptr<Slot>& slot, std::exception_ptr error);
+  // A CompileError stays (sticky); any other error removes the slot so a later call retries.
+  void fail(Slot& slot, std::exception_ptr error);
+  void claim_and_compile(std::vector<Pending*> batch, WarmState& state);
   void compile_pending(const std::vector<Pending*>& batch, WarmState& state);
-  void wait_claimed(const std::vector<std::pair<BoundKey, std::shared_ptr<Slot>>>& claimed, WarmState& state);
+  void compile_batches(const std::vector<Pending*>& pending, int jobs, int batch, WarmState& state, bool claim);
+  void wait_deferred(WarmState& state);
+  void wait_claimed(const std::vector<Slot*>& claimed, WarmState& state);
   std::shared_ptr<const CompiledKernel> ready_entry(const BoundKey& bound) const;
 
   RuntimeOptions options_;
+  std::chrono::milliseconds lock_timeout_;
   NvrtcCompiler compiler_;
   Monitor monitor_;
   std::unique_ptr<DiskCache> disk_;
-  mutable std::mutex mu_;
-  std::unordered_map<BoundKey, std::shared_ptr<Slot>, BoundKeyHash> l1_;
-  std::unordered_map<std::string, DiskCache::RawEntry> bundle_;  // by digest of the key text
+  std::unique_ptr<L1Map> l1_;
+  struct Imported {
+    BundleEntry entry;
+    std::string file;
+  };
+  mutable std::mutex bundle_mu_;
+  std::unordered_map<std::string, Imported> bundle_;  // by digest of the key text
+  std::atomic<bool> has_bundle_{false};
 };
 
 }  // namespace warmkey

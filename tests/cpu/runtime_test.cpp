@@ -66,7 +66,7 @@ TEST(JitRuntime, getCompilesOnceThenHitsL1) {
   expect_invariant(rt.monitor());
 }
 
-TEST(JitRuntime, eightThreadsAskingForOneNewKeyCauseOneCompile) {
+TEST(RuntimeConcurrency, eightThreadsAskingForOneNewKeyCauseOneCompile) {
   TempDir dir;
   JitRuntime rt(options(dir.path()));
   std::latch start(8);
@@ -88,7 +88,7 @@ TEST(JitRuntime, eightThreadsAskingForOneNewKeyCauseOneCompile) {
   expect_invariant(rt.monitor());
 }
 
-TEST(JitRuntime, aFailureReachesEveryWaiterAndALaterCallRetries) {
+TEST(RuntimeConcurrency, aFailureReachesEveryWaiterAndStaysFailed) {
   TempDir dir;
   JitRuntime rt(options(dir.path()));
   const BoundKey bad = key(64, 2, test_axpy::broken_def());
@@ -107,11 +107,47 @@ TEST(JitRuntime, aFailureReachesEveryWaiterAndALaterCallRetries) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 4);
-  EXPECT_EQ(rt.l1_size(), 0u) << "a failed slot is removed";
-  std::int64_t programs = rt.compiler().programs_compiled();
+  EXPECT_EQ(rt.compiler().programs_compiled(), 1);
+  EXPECT_EQ(rt.l1_size(), 0u);
+  EXPECT_EQ(rt.failed_count(), 1u);
+  expect_invariant(rt.monitor());
+}
+
+// Today's bug: every call of a failed key retried a whole NVRTC compile. A failed key stays
+// failed (its error rethrown, nothing compiled) until clear_failed().
+TEST(JitRuntime, aFailedKeyStaysFailedUntilCleared) {
+  JitRuntime rt(options(fs::path()));
+  const BoundKey bad = key(64, 2, test_axpy::broken_def());
   EXPECT_THROW(rt.get(bad, Phase::warmup), CompileError);
-  EXPECT_EQ(rt.compiler().programs_compiled(), programs + 1) << "the later call compiles again";
-  EXPECT_EQ(rt.monitor().counters(Phase::warmup).compiles, 0);
+  ASSERT_EQ(rt.compiler().programs_compiled(), 1);
+  for (int i = 0; i < 5; ++i) {
+    try {
+      rt.get(bad, Phase::runtime);
+      ADD_FAILURE() << "a failed key was served";
+    } catch (const CompileError& e) {
+      EXPECT_NE(std::string(e.what()).find("no_such_member"), std::string::npos) << e.what();
+    }
+  }
+  WarmResult w = rt.warm({bad}, 1, 1);
+  EXPECT_EQ(w.failed, 1u);
+  EXPECT_EQ(rt.compiler().programs_compiled(), 1) << "no retry: the key stays failed";
+  EXPECT_EQ(rt.failed_count(), 1u);
+  rt.clear_failed();
+  EXPECT_EQ(rt.failed_count(), 0u);
+  EXPECT_THROW(rt.get(bad, Phase::warmup), CompileError);
+  EXPECT_EQ(rt.compiler().programs_compiled(), 2) << "cleared: the next call compiles again";
+  expect_invariant(rt.monitor());
+}
+
+// A refusal by the monitor is not a compile failure: once allowed, the key compiles.
+TEST(JitRuntime, aMonitorRefusalDoesNotStick) {
+  JitRuntime rt(options(fs::path(), MonitorMode::error));
+  rt.monitor().activate();
+  EXPECT_THROW(rt.get(key(64), Phase::runtime), RuntimeCompileError);
+  EXPECT_EQ(rt.failed_count(), 0u);
+  rt.monitor().deactivate();
+  EXPECT_NO_THROW(rt.get(key(64), Phase::runtime));
+  EXPECT_EQ(rt.compiler().programs_compiled(), 1);
   expect_invariant(rt.monitor());
 }
 
@@ -146,7 +182,8 @@ TEST(JitRuntime, cacheDirComesFromTheEnvironmentOrIsDisabled) {
   ASSERT_NE(rt.disk(), nullptr);
   EXPECT_EQ(rt.disk()->dir(), dir.path());
   auto k = rt.get(key(64), Phase::warmup);
-  EXPECT_TRUE(fs::exists(dir.path() / rt.disk()->path_for(k->key).filename()));
+  EXPECT_EQ(rt.disk()->path_for(k->key).parent_path().parent_path().parent_path(), dir.path());
+  EXPECT_TRUE(fs::exists(rt.disk()->path_for(k->key)));
 
   RuntimeOptions none = options(fs::path());
   JitRuntime no_disk(none);

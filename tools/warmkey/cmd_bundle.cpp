@@ -26,19 +26,11 @@ struct BundleCliOptions {
   bool no_progress = false;
 };
 
-// --cache-dir, else $WARMKEY_CACHE_DIR, else the default folder.
-std::optional<std::filesystem::path> cache_dir(const std::string& flag) {
-  if (!flag.empty()) return std::filesystem::path(flag);
-  if (const char* env = std::getenv("WARMKEY_CACHE_DIR"); env != nullptr && *env != '\0')
-    return std::filesystem::path(env);
-  return std::nullopt;
-}
-
 // Compiles (or finds on disk) every key of the config, then writes them all into one bundle.
 int export_bundle(const BundleCliOptions& o) {
   const ModelConfig config = load_config(o.config);
   RuntimeOptions ro;
-  ro.cache_dir = cache_dir(o.cache_dir);
+  ro.cache_dir = cache_dir_option(o.cache_dir);
   JitRuntime rt(ro);
   const Plan plan = plan_warmup(equivalence::builtin_registry(), config, {}, rt.target());
   WarmupOptions wo;
@@ -76,7 +68,7 @@ int export_bundle(const BundleCliOptions& o) {
 int import_bundle(const BundleCliOptions& o) {
   const ModelConfig config = load_config(o.config);
   RuntimeOptions ro;
-  ro.cache_dir = cache_dir(o.cache_dir);
+  ro.cache_dir = cache_dir_option(o.cache_dir);
   JitRuntime rt(ro);
   DiskCache* disk = rt.disk();
   if (disk == nullptr) throw InputError("bundle import: no disk cache to install into (give --cache-dir)");
@@ -136,8 +128,7 @@ CLI::App* add_bundle_subcommand(CLI::App* bundle, const std::string& name, const
   CLI::App* sub = bundle->add_subcommand(name, help);
   sub->add_option("file", o->file, "The bundle file")->required();
   sub->add_option("--config", o->config, "Embedded configuration name or JSON file")->capture_default_str();
-  sub->add_option("--cache-dir", o->cache_dir,
-                  "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
+  add_cache_dir_option(sub, &o->cache_dir);
   sub->add_flag("--json", o->json, "Print the summary as JSON");
   return sub;
 }

@@ -30,13 +30,6 @@ struct CaseCliOptions {
   bool json = false;
 };
 
-std::optional<std::filesystem::path> cache_dir(const std::string& flag) {
-  if (!flag.empty()) return std::filesystem::path(flag);
-  if (const char* env = std::getenv("WARMKEY_CACHE_DIR"); env != nullptr && *env != '\0')
-    return std::filesystem::path(env);
-  return std::nullopt;
-}
-
 struct Picked {
   equivalence::ServingBatch batch;
   equivalence::EplbState eplb;
@@ -96,7 +89,7 @@ int run(const CaseCliOptions& o) {
 
   NumericCase c = l.make_case(derive_seed(o.seed, index));
   RuntimeOptions ro;
-  ro.cache_dir = cache_dir(o.cache_dir);
+  ro.cache_dir = cache_dir_option(o.cache_dir);
   JitRuntime rt(ro);
   nlohmann::json info{{"config", config.name},
                       {"batch", picked.batch.to_json()},
@@ -159,8 +152,7 @@ void register_case_command(CLI::App& app, int* exit_code) {
   sub->add_option("--variant", o->variant, "Which of the batch's launches (index; default: drawn by seed)")
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--out", o->out, "Folder to write (a previous case folder there is replaced)")->required();
-  sub->add_option("--cache-dir", o->cache_dir,
-                  "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
+  add_cache_dir_option(sub, &o->cache_dir);
   sub->add_flag("--compile-only", o->compile_only, "Do not launch on a GPU even when one is present");
   sub->add_flag("--json", o->json, "Print the case description as JSON");
   sub->callback([o, exit_code] { *exit_code = run(*o); });

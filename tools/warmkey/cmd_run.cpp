@@ -41,14 +41,6 @@ struct RunCliOptions {
   bool no_cross_process = false;
 };
 
-// --cache-dir, else $WARMKEY_CACHE_DIR, else the default folder.
-std::optional<std::filesystem::path> cache_dir(const std::string& flag) {
-  if (!flag.empty()) return std::filesystem::path(flag);
-  if (const char* env = std::getenv("WARMKEY_CACHE_DIR"); env != nullptr && *env != '\0')
-    return std::filesystem::path(env);
-  return std::nullopt;
-}
-
 const equivalence::Mutant* mutant_named(const std::string& name) {
   if (name.empty()) return nullptr;
   if (const equivalence::Mutant* m = equivalence::find_mutant(name)) return m;
@@ -77,7 +69,7 @@ int run(const RunCliOptions& o) {
   r.seed = o.seed;
   r.classes = !o.no_classes;
   if (!o.no_cross_process) r.child_argv = {"/proc/self/exe", "verify"};
-  r.cache_dir = cache_dir(o.cache_dir);
+  r.cache_dir = cache_dir_option(o.cache_dir);
   if (!o.bundle.empty()) r.bundle = o.bundle;
   r.jobs = o.jobs;
   r.progress = o.no_progress ? ProgressMode::off : ProgressMode::automatic;
@@ -124,8 +116,7 @@ void register_run_command(CLI::App& app, int* exit_code) {
   sub->add_option("--junit", o->junit, "Also write a JUnit XML report to this file");
   sub->add_option("--bundle", o->bundle, "Import this bundle (warmkey bundle export) before warming up")
       ->check(CLI::ExistingFile);
-  sub->add_option("--cache-dir", o->cache_dir,
-                  "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
+  add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--jobs", o->jobs, "Compile threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub->add_flag("--no-progress", o->no_progress, "Never draw the progress bar (default: only on a terminal)");
   sub->add_flag("--compile-only", o->compile_only, "Do not launch on a GPU even when one is present");

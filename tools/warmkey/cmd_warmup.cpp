@@ -27,14 +27,6 @@ struct WarmupCliOptions {
   bool no_progress = false;
 };
 
-// --cache-dir, else $WARMKEY_CACHE_DIR, else the default folder (DiskCache::default_dir()).
-std::optional<std::filesystem::path> cache_dir(const WarmupCliOptions& o) {
-  if (!o.cache_dir.empty()) return std::filesystem::path(o.cache_dir);
-  if (const char* env = std::getenv("WARMKEY_CACHE_DIR"); env != nullptr && *env != '\0')
-    return std::filesystem::path(env);
-  return std::nullopt;
-}
-
 int run(const WarmupCliOptions& o) {
   ModelConfig config = load_config(o.config);
   std::optional<std::string> kernel;
@@ -48,7 +40,7 @@ int run(const WarmupCliOptions& o) {
   std::optional<WarmupSummary> total;
   for (const std::string& arch : archs.archs) {  // one runtime per arch: the L1 holds one target
     RuntimeOptions ro;
-    ro.cache_dir = cache_dir(o);
+    ro.cache_dir = cache_dir_option(o.cache_dir);
     ro.target.arch = arch;
     ro.compile_only = !device || *device != arch;  // keys for another GPU: compiled, never loaded
     JitRuntime rt(ro);
@@ -81,8 +73,7 @@ void register_warmup_command(CLI::App& app, int* exit_code) {
   sub->add_option("--jobs", o->jobs, "Compile threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub->add_option("--batch", o->batch, "Instantiations per NVRTC program (default: chosen from keys and jobs)")
       ->check(CLI::Range(1, 1024));
-  sub->add_option("--cache-dir", o->cache_dir,
-                  "Disk cache folder (default: $WARMKEY_CACHE_DIR, else ~/.cache/warmkey)");
+  add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--arch", o->arch,
                   "Architectures to compile for, e.g. sm_90 or sm_90,sm_100 (default: $WARMKEY_ARCH, else the "
                   "device's, else sm_90); those other than the device's are compiled, not loaded");
