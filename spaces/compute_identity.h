@@ -16,7 +16,9 @@ struct ComputeIdentitySpace {
   static constexpr std::string_view kName = "compute_identity";
 
   static Args draw(Draw& d, const ModelConfig& c) {
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens);
+    // The mark at 16 tokens: a launching batch whose row count is a multiple of 16 for any K (the
+    // enumeration's first member of that class is the empty batch, which launches nothing).
+    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, {16});
     const std::int64_t k = c.num_experts_per_tok, h = c.hidden_size;
     const DType dtype = c.act_dtype;
     Args a;

@@ -18,7 +18,9 @@ struct LoraMoeSpace {
 
   static Args draw(Draw& d, const ModelConfig& c) {
     const bool fin = d.pick("mode", 2) == 1;
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens);
+    // The mark at 16 tokens: a launching batch whose row count is a multiple of 16 for any K (the
+    // enumeration's first member of that class is the empty batch, which launches nothing).
+    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, {16});
     const std::int64_t k = c.num_experts_per_tok, entries = t * k;
     const DType dtype = c.act_dtype;
     // The sorted layout pads each expert's group: more source rows than entries, never fewer than 1.

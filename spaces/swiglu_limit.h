@@ -15,7 +15,9 @@ struct SwigluLimitSpace {
   static constexpr std::string_view kName = "swiglu_limit";
 
   static Args draw(Draw& d, const ModelConfig& c) {
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens);
+    // The mark at 16 tokens: a launching batch whose row count is a multiple of 16 for any K (the
+    // enumeration's first member of that class is the empty batch, which launches nothing).
+    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, {16});
     const std::int64_t r = t * c.num_experts_per_tok, i = c.moe_intermediate_size;
     const DType dtype = c.act_dtype;  // the W13 output and the activation carry the activation dtype
     Args a;
