@@ -44,7 +44,10 @@ struct BenchKernel {
 // tokens under the default configuration, every tensor moved once).
 const std::vector<BenchKernel>& size_table() {
   static const std::vector<BenchKernel> rows = {
-      {"dsv4_topk", "dsv4-flash", {1, 64, 1024, 8192, 65536}, all_tensors,
+      {"dsv4_topk",
+       "dsv4-flash",
+       {1, 64, 1024, 8192, 65536},
+       all_tensors,
        [](const NumericCase& c) {  // sigmoid and bias per logit, and a K-step selection over E
          const HostTensor& l = c.input("logits");
          return static_cast<double>(l.numel()) * 4.0;
@@ -55,12 +58,14 @@ const std::vector<BenchKernel>& size_table() {
        [](const NumericCase& c) {  // ids read and written in place, the counts, 2 map slots per expert, load
          const HostTensor& ids = c.input("ids");
          const HostTensor& counts = c.input("replica_count");
-         return 2 * tensor_bytes(ids) + tensor_bytes(counts) + 2.0 * 8 * counts.numel() +
-                tensor_bytes(c.input("load"));
+         return 2 * tensor_bytes(ids) + tensor_bytes(counts) + 2.0 * 8 * counts.numel() + tensor_bytes(c.input("load"));
        }},
       {"count_expert_tokens", "dsv4-flash", {1, 64, 8192, 65536}},
       {"moe_align", "dsv4-flash", {1, 64, 1024, 8192, 65536}},
-      {"moe_mul_sum", "dsv4-flash", {1, 64, 8192, 65536}, all_tensors,
+      {"moe_mul_sum",
+       "dsv4-flash",
+       {1, 64, 8192, 65536},
+       all_tensors,
        [](const NumericCase& c) {  // one multiply-add per expert output element
          return 2.0 * static_cast<double>(c.input("x").numel());
        }},

@@ -37,7 +37,6 @@ HostTensor tensor_from_json(const std::filesystem::path& dir, const nlohmann::js
   return t;
 }
 
-
 }  // namespace
 
 // ---- .npy --------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@
 namespace warmkey {
 namespace {
 
-
 // "[3,17]" for flat index i of shape.
 std::string index_text(std::int64_t i, const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> idx(shape.size());
@@ -100,7 +99,6 @@ void compare_one(const HostTensor& want, const HostTensor& got, Tolerance tol, C
   report.lines.push_back(str_cat(what, ": ", bad, " of ", n, " elements differ (", rule, "); first ", at(first),
                                  "; last ", at(last), "; worst ", at(worst)));
 }
-
 
 const HostTensor& find_named(const std::vector<HostTensor>& v, std::string_view name, const NumericCase& c,
                              const char* kind) {

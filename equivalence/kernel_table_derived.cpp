@@ -64,12 +64,13 @@ std::vector<CaseDesc> KernelDescriptor::sweep(const ModelConfig& config, std::ui
         b.padded_tokens = (t + 7) / 8 * 8;
       if (offset == 1 && config.vision) b.image_tokens = 1;
       for (ReplayLaunch& l : replay(contract(), {config, b, eplb})) {
-        if (!l.error.empty()) throw Error(str_cat("kernel '", name, "', ", b.to_string(), ", ", l.variant, ": ", l.error));
+        if (!l.error.empty())
+          throw Error(str_cat("kernel '", name, "', ", b.to_string(), ", ", l.variant, ": ", l.error));
         if (!l.make_case) continue;
         const std::uint64_t case_seed = derive_seed(seed, out.size());
         out.push_back({str_cat(spaces::batch_kind_name(b.kind), " T=", t,
-                               b.padded() ? str_cat(" padded to ", b.rows()) : std::string(),
-                               offset ? " offset=1" : "", ", ", l.variant),
+                               b.padded() ? str_cat(" padded to ", b.rows()) : std::string(), offset ? " offset=1" : "",
+                               ", ", l.variant),
                        [make = std::move(l.make_case), case_seed] { return make(case_seed); }});
       }
     }

@@ -41,7 +41,9 @@ class Replayer {
       launches = k.row->replay(*k.kernel, ctx);
     } catch (const std::exception& e) {
       ++k.stats.errors;
-      add(k, {"invalid launch", k.kernel->name(), b.to_string(), "", "", str_cat("the space's replay failed: ", e.what()), ""},
+      add(k,
+          {"invalid launch", k.kernel->name(), b.to_string(), "", "", str_cat("the space's replay failed: ", e.what()),
+           ""},
           e.what());
       return;
     }

@@ -1,8 +1,8 @@
 // The runtime input space of dsv4_topk under a config: T in [0, max batched tokens], logits
 // [T, E] with a padded row stride or not and any element alignment; VL on (bias_vl and the
-// config's sentinel window, or bias_vl with no sentinel) only with vision, VL off with or without a sentinel id; hash routing
-// when the model has hash layers (with or without the unused bias); padding rows; PDL on or
-// off; top-k ids in every index dtype routing can produce.
+// config's sentinel window, or bias_vl with no sentinel) only with vision, VL off with or without a sentinel id; hash
+// routing when the model has hash layers (with or without the unused bias); padding rows; PDL on or off; top-k ids in
+// every index dtype routing can produce.
 #pragma once
 
 #include "kernels/dsv4_topk/dsv4_topk.h"
@@ -29,9 +29,10 @@ struct Dsv4TopkSpace {
     a.vocab_size = c.vocab_size;
     const bool vl = c.vision && d.flag("vl");
     if (vl) {
-      // bias_vl is passed for the image rows; a step may pass it with no sentinel (no image rows).
+      // bias_vl is passed for the image rows; a step may pass it with no sentinel (no image
+      // rows): VL is then off and binds like a text step, so enumeration takes one of the two.
       a.bias_vl = Tensor::meta(DType::f32, {e}, d.align("bias_vl", DType::f32));
-      a.sentinel_lo = d.flag("bias_vl_without_images") ? 0 : c.image_sentinel_lo;
+      a.sentinel_lo = d.pick_within_class("bias_vl_without_images", 2) == 1 ? 0 : c.image_sentinel_lo;
     } else {
       // A text-only step: no bias_vl; the engine may still pass the model's sentinel id.
       a.sentinel_lo = d.flag("sentinel_without_vl") ? c.image_sentinel_lo : 0;

@@ -1,7 +1,7 @@
 // Seeded mutants of count_expert_tokens: each wraps the real contract and breaks one thing.
+#include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
-#include "kernels/count_expert_tokens/count_expert_tokens.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -143,7 +143,7 @@ std::vector<Mutant> count_expert_tokens_mutants() {
        k,
        7,
        "the KernelDef lists counts first and topk_ids third while the device entry reads the ids first",
-       {"PC"},
+       {"P5", "PC"},  // named launch arguments: the binder names the swap before NVRTC sees it
        "",
        true,
        make_mutant<SignatureSwapsIdsAndCounts>()},

@@ -16,8 +16,8 @@ std::string CountExpertTokensCase::label() const {
                  " E=", num_experts, " local=", num_local_experts, expert_map ? " map" : " no-map");
 }
 
-NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensArgs& a, const ModelConfig& config, std::uint64_t seed,
-                                       bool reference) {
+NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensArgs& a, const ModelConfig& config,
+                                               std::uint64_t seed, bool reference) {
   CountExpertTokensCase p;
   const bool flat = a.topk_ids.dim() == 1;
   p.num_tokens = a.topk_ids.size(0);

@@ -83,7 +83,7 @@ std::string Dsv4TopkCase::label() const {
 }
 
 NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkArgs& a, const ModelConfig& config, std::uint64_t seed,
-                                       bool reference) {
+                                      bool reference) {
   Dsv4TopkCase p;
   p.num_tokens = a.logits.size(0);
   p.num_experts = a.logits.size(1);

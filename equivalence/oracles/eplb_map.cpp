@@ -30,7 +30,7 @@ std::string EplbMapCase::label() const {
 }
 
 NumericCase EplbMapOracle::make_case(const EplbMapArgs& a, const ModelConfig& config, std::uint64_t seed,
-                                       bool reference) {
+                                     bool reference) {
   EplbMapCase p;
   p.num_tokens = a.ids.size(0);
   p.top_k = a.ids.size(1);

@@ -36,7 +36,7 @@ std::string MoeAlignCase::label() const {
 }
 
 NumericCase MoeAlignOracle::make_case(const MoeAlignArgs& a, const ModelConfig& config, std::uint64_t seed,
-                                       bool reference) {
+                                      bool reference) {
   MoeAlignCase p;
   const bool flat = a.topk_ids.dim() == 1;
   p.num_tokens = a.topk_ids.size(0);

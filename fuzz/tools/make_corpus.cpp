@@ -8,8 +8,8 @@
 #include <set>
 #include <string>
 
-#include "equivalence/warm_set.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/warm_set.h"
 #include "spaces/byte_draw.h"
 #include "spaces/config.h"
 #include "warmup/source_set.h"

@@ -8,9 +8,9 @@
 #include "equivalence/oracles/count_expert_tokens.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "reference/count_expert_tokens.h"
+#include "tests/support/device.h"
 #include "tests/support/expect_rejected.h"
 #include "tests/support/mutants.h"
-#include "tests/support/device.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 

@@ -13,10 +13,10 @@
 #include "equivalence/oracles/dsv4_topk.h"
 #include "kernels/dsv4_topk/dsv4_topk.h"
 #include "reference/dsv4_topk.h"
-#include "tests/support/expect_rejected.h"
-#include "tests/support/mutants.h"
 #include "spaces/space.h"
 #include "tests/support/device.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 

@@ -9,10 +9,10 @@
 #include "equivalence/oracles/eplb_map.h"
 #include "kernels/eplb_map/eplb_map.h"
 #include "reference/eplb_map.h"
-#include "tests/support/expect_rejected.h"
-#include "tests/support/mutants.h"
 #include "spaces/space.h"
 #include "tests/support/device.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "equivalence/verify.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/verify.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -41,8 +41,9 @@ TEST(CoverageCertificate, dsv4FlashJsonNamesClassesKeysAndVerdictPerKernel) {
 }
 
 TEST(CoverageCertificate, aMissedBucketIsUncoveredWithTheClassThatReachesIt) {
-  Certificate c = make_certificate(equivalence::builtin_registry(), load_config("dsv4-flash"), std::string("moe_mul_sum"),
-                                   equivalence::find_mutant("moe_mul_sum.warmup_misses_large_tile"));
+  Certificate c =
+      make_certificate(equivalence::builtin_registry(), load_config("dsv4-flash"), std::string("moe_mul_sum"),
+                       equivalence::find_mutant("moe_mul_sum.warmup_misses_large_tile"));
   EXPECT_FALSE(c.all_warmed());
   ASSERT_EQ(c.kernels.size(), 1u);
   const KernelCertificate& k = c.kernels.front();

@@ -94,7 +94,7 @@ TEST(Generators, rapidcheckDrawsAreValidAndReachEveryEnumeratedClass) {
 TEST(Generators, drawsIncludeOneSixteenBoundariesAndMisalignedViews) {
   const ModelConfig config = load_config("dsv4-flash-ep8-eplb");
   for (const equivalence::KernelDescriptor* row : equivalence::rows_with_space()) {
-      const InputSpace& space = *row->space;
+    const InputSpace& space = *row->space;
     Labels have = seeded_labels(space, config, 4000);
     auto any = [&](std::string_view part) {
       for (const auto& l : have) {

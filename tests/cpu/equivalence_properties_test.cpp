@@ -80,8 +80,7 @@ TEST(CompileKeyEquivalence, warmupInputsReproduceTheirKeysForEveryEmbeddedConfig
 
 TEST(CompileKeyEquivalence, everyKernelOfTheTableHasAnInputSpace) {
   for (const KernelDescriptor& row : kernel_table()) {
-    EXPECT_TRUE(row.space.has_value()) << "kernel '" << row.name
-                                       << "' has no input space: write spaces/" << row.name
+    EXPECT_TRUE(row.space.has_value()) << "kernel '" << row.name << "' has no input space: write spaces/" << row.name
                                        << ".h and name it in its row of equivalence/kernel_table.cpp";
   }
 }

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "equivalence/verify.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/verify.h"
 #include "spaces/byte_draw.h"
 
 namespace warmkey::equivalence {

@@ -10,9 +10,9 @@
 #include "kernels/dsv4_topk/dsv4_topk.h"
 #include "kernels/moe_align/moe_align.h"
 #include "reference/moe_align.h"
+#include "tests/support/device.h"
 #include "tests/support/expect_rejected.h"
 #include "tests/support/mutants.h"
-#include "tests/support/device.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 

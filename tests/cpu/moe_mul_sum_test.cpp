@@ -8,9 +8,9 @@
 
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 #include "reference/moe_mul_sum.h"
+#include "tests/support/device.h"
 #include "tests/support/expect_rejected.h"
 #include "tests/support/mutants.h"
-#include "tests/support/device.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"

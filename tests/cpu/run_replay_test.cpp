@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/mutants/catalogue.h"
 #include "equivalence/oracles/moe_mul_sum.h"
-#include "equivalence/kernel_table.h"
 #include "replay/replay.h"
 #include "replay/replay_pipeline.h"
 #include "tests/support/numeric.h"

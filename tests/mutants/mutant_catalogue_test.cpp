@@ -9,8 +9,8 @@
 #include <set>
 #include <string>
 
-#include "equivalence/verify.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/verify.h"
 
 namespace warmkey::equivalence {
 namespace {

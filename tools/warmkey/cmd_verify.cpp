@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/determinism.h"
-#include "equivalence/verify.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/verify.h"
 #include "spaces/byte_draw.h"
 #include "tools/warmkey/commands.h"
 #include "warmup/error.h"
