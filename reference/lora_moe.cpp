@@ -26,9 +26,9 @@ void lora_moe_finalize(const Eigen::Ref<const RowMatrixXf>& gemm2, const Eigen::
   const Eigen::Index tokens = out.rows(), c = out.cols(), k = weights.cols(), p_rows = gemm2.rows();
   if (gemm2.cols() != c || weights.rows() != tokens || idx.size() != tokens * k || delta.rows() != tokens * k ||
       delta.cols() != c)
-    throw Error(str_cat("reference lora_moe_finalize: inconsistent shapes: gemm2 ", p_rows, "x", gemm2.cols(),
-                        ", idx ", idx.size(), ", weights ", weights.rows(), "x", k, ", delta ", delta.rows(), "x",
-                        delta.cols(), ", out ", tokens, "x", c));
+    throw Error(str_cat("reference lora_moe_finalize: inconsistent shapes: gemm2 ", p_rows, "x", gemm2.cols(), ", idx ",
+                        idx.size(), ", weights ", weights.rows(), "x", k, ", delta ", delta.rows(), "x", delta.cols(),
+                        ", out ", tokens, "x", c));
   const float sc = static_cast<float>(scale);
   for (Eigen::Index t = 0; t < tokens; ++t) {
     for (Eigen::Index j = 0; j < c; ++j) {

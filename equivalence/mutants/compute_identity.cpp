@@ -1,7 +1,7 @@
 // Seeded mutants of compute_identity: each wraps the real contract and breaks one thing.
+#include "kernels/compute_identity/compute_identity.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
-#include "kernels/compute_identity/compute_identity.h"
 
 namespace warmkey::equivalence {
 namespace {

@@ -1,7 +1,7 @@
 // Seeded mutants of lora_moe: each wraps the real contract and breaks one thing.
+#include "kernels/lora_moe/lora_moe.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
-#include "kernels/lora_moe/lora_moe.h"
 
 namespace warmkey::equivalence {
 namespace {

@@ -1,7 +1,7 @@
 // Seeded mutants of swiglu_limit: each wraps the real contract and breaks one thing.
+#include "kernels/swiglu_limit/swiglu_limit.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
-#include "kernels/swiglu_limit/swiglu_limit.h"
 
 namespace warmkey::equivalence {
 namespace {

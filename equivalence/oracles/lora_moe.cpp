@@ -40,23 +40,24 @@ NumericCase LoraMoeOracle::make_case(const Args& a, const ModelConfig&, std::uin
   NumericCase c;
   c.kernel = "lora_moe";
   c.seed = seed;
-  c.label = str_cat(lora_moe_mode_name(a.mode), " rows=", rows, " C=", cols, " src_rows=", n, " ",
-                    dtype_name(a.src.dtype()), "->", dtype_name(a.out.dtype()),
-                    a.src.aligned16() && a.out.aligned16() ? " aligned" : " misaligned");
+  c.label =
+      str_cat(lora_moe_mode_name(a.mode), " rows=", rows, " C=", cols, " src_rows=", n, " ", dtype_name(a.src.dtype()),
+              "->", dtype_name(a.out.dtype()), a.src.aligned16() && a.out.aligned16() ? " aligned" : " misaligned");
   HostTensor src = HostTensor::zeros("src", a.src.dtype(), {n, cols}, a.src.meta().align_offset);
   fill_uniform(rng, src, -1, 1);
   HostTensor idx = HostTensor::zeros("idx", DType::i64, {entries}, a.idx.meta().align_offset);
   for (std::int64_t i = 0; i < entries; ++i) {
     const double u = rng.uniform(0, 1);
-    idx.set_int(i, i > 0 && u < 0.10 ? -1 : (i > 0 && u < 0.12 ? n + rng.uniform_int(0, 3) : rng.uniform_int(0, n - 1)));
+    idx.set_int(i,
+                i > 0 && u < 0.10 ? -1 : (i > 0 && u < 0.12 ? n + rng.uniform_int(0, 3) : rng.uniform_int(0, n - 1)));
   }
   c.inputs.push_back(std::move(src));
   c.inputs.push_back(std::move(idx));
   if (fin) {
     HostTensor w = HostTensor::zeros("weights", DType::f32, {rows, a.weights->size(1)}, a.weights->meta().align_offset);
     fill_uniform(rng, w, 0, 1);
-    HostTensor delta = HostTensor::zeros("delta", a.delta->dtype(), {rows, a.delta->size(1), cols},
-                                         a.delta->meta().align_offset);
+    HostTensor delta =
+        HostTensor::zeros("delta", a.delta->dtype(), {rows, a.delta->size(1), cols}, a.delta->meta().align_offset);
     fill_uniform(rng, delta, -0.125, 0.125);
     c.inputs.push_back(std::move(w));
     c.inputs.push_back(std::move(delta));

@@ -19,8 +19,7 @@ Tolerance SwigluLimitOracle::tolerance(DType out_dtype) {
   }
 }
 
-NumericCase SwigluLimitOracle::make_case(const Args& a, const ModelConfig& config, std::uint64_t seed,
-                                         bool reference) {
+NumericCase SwigluLimitOracle::make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference) {
   CaseRng rng(seed);
   const std::int64_t r = a.input.size(0), w = a.input.size(1);
   NumericCase c;

@@ -25,14 +25,14 @@ const KernelDef& ComputeIdentity::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{std::string(kName),
-                             "compute_identity/compute_identity.cuh",
-                             "compute_identity_kernel",
-                             {{"TOP_K"}, {"BLOCK"}},
-                             {in("x"), in("topk_ids", kNoSpec), in("topk_weights", kNoSpec), out("out"),
-                              integer("num_tokens"), integer("hidden"), integer("first_identity", kNoSpec),
-                              integer("num_identity", kNoSpec)},
-                             &kernel_sources()};
+  static const KernelDef def{
+      std::string(kName),
+      "compute_identity/compute_identity.cuh",
+      "compute_identity_kernel",
+      {{"TOP_K"}, {"BLOCK"}},
+      {in("x"), in("topk_ids", kNoSpec), in("topk_weights", kNoSpec), out("out"), integer("num_tokens"),
+       integer("hidden"), integer("first_identity", kNoSpec), integer("num_identity", kNoSpec)},
+      &kernel_sources()};
   return def;
 }
 

@@ -124,8 +124,8 @@ void LoraMoe::validate(const Args& a) const {
   checks::dim_is(kName, "delta", *a.delta, 0, rows, "T from out");
   checks::dim_is(kName, "delta", *a.delta, 1, k, "K from weights");
   checks::dim_is(kName, "delta", *a.delta, 2, c, "C from src");
-  check_input(std::isfinite(a.scale) && std::abs(a.scale) <= std::numeric_limits<float>::max(), kName, "scale",
-              a.scale, " must be a finite fp32 value");
+  check_input(std::isfinite(a.scale) && std::abs(a.scale) <= std::numeric_limits<float>::max(), kName, "scale", a.scale,
+              " must be a finite fp32 value");
 }
 
 CompileKey LoraMoe::dispatch(const Args& a) const {

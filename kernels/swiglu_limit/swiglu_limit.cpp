@@ -1,8 +1,8 @@
 // swiglu_limit contract: signature, validation, dispatch, warmup enumeration and launch.
 #include "kernels/swiglu_limit/swiglu_limit.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "kernels/builtin.h"
@@ -37,14 +37,14 @@ const KernelDef& SwigluLimit::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{std::string(kName),
-                             "swiglu_limit/swiglu_limit.cuh",
-                             "swiglu_limit_kernel",
-                             {{"HAS_LIMIT"}, {"BLOCK"}},
-                             {in("input"), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out"),
-                              integer("num_rows"), integer("inter"), integer("num_experts", kNoSpec),
-                              floating("limit")},
-                             &kernel_sources()};
+  static const KernelDef def{
+      std::string(kName),
+      "swiglu_limit/swiglu_limit.cuh",
+      "swiglu_limit_kernel",
+      {{"HAS_LIMIT"}, {"BLOCK"}},
+      {in("input"), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out"), integer("num_rows"),
+       integer("inter"), integer("num_experts", kNoSpec), floating("limit")},
+      &kernel_sources()};
   return def;
 }
 
@@ -89,8 +89,8 @@ void SwigluLimit::validate(const Args& a) const {
     check_input(a.num_experts == a.expert_map->size(0), kName, "num_experts", a.num_experts,
                 " differs from the expert map's length ", a.expert_map->size(0));
   }
-  check_input(a.num_experts >= 1 && a.num_experts <= kMaxRows, kName, "num_experts", a.num_experts,
-              " is not in [1, ", kMaxRows, "]");
+  check_input(a.num_experts >= 1 && a.num_experts <= kMaxRows, kName, "num_experts", a.num_experts, " is not in [1, ",
+              kMaxRows, "]");
   check_input(std::isfinite(a.limit) && a.limit >= 0 && a.limit <= std::numeric_limits<float>::max(), kName, "limit",
               a.limit, " must be a finite fp32 value >= 0 (0 disables the clamp)");
   checks::dtype_in(kName, "out", a.out, kValueDTypes);

@@ -52,11 +52,31 @@ TEST(ComputeIdentityValidation, errorsNameKernelFieldAndValue) {
     const char* value;
   };
   const std::vector<Bad> cases = {
-      {"x dtype", [](auto& a) { a.x = Tensor::meta(DType::f8e4m3, {7, 64}); }, "x", "f8e4m3"},
-      {"ids tokens", [](auto& a) { a.topk_ids = Tensor::meta(DType::i32, {8, 6}); }, "topk_ids", "size 8"},
-      {"weights dtype", [](auto& a) { a.topk_weights = Tensor::meta(DType::bf16, {7, 6}); }, "topk_weights", "bf16"},
-      {"weights slots", [](auto& a) { a.topk_weights = Tensor::meta(DType::f32, {7, 5}); }, "topk_weights", "size 5"},
-      {"out hidden", [](auto& a) { a.out = Tensor::meta(DType::bf16, {7, 65}); }, "out", "size 65"},
+      {"x dtype",
+       [](auto& a) {
+         a.x = Tensor::meta(DType::f8e4m3, {7, 64});
+       },
+       "x", "f8e4m3"},
+      {"ids tokens",
+       [](auto& a) {
+         a.topk_ids = Tensor::meta(DType::i32, {8, 6});
+       },
+       "topk_ids", "size 8"},
+      {"weights dtype",
+       [](auto& a) {
+         a.topk_weights = Tensor::meta(DType::bf16, {7, 6});
+       },
+       "topk_weights", "bf16"},
+      {"weights slots",
+       [](auto& a) {
+         a.topk_weights = Tensor::meta(DType::f32, {7, 5});
+       },
+       "topk_weights", "size 5"},
+      {"out hidden",
+       [](auto& a) {
+         a.out = Tensor::meta(DType::bf16, {7, 65});
+       },
+       "out", "size 65"},
       {"no identity experts", [](auto& a) { a.num_identity = 0; }, "num_identity", "0"},
       {"negative first", [](auto& a) { a.first_identity = -3; }, "first_identity", "-3"},
   };

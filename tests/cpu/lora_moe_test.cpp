@@ -80,14 +80,30 @@ TEST(LoraMoeValidation, errorsNameKernelFieldAndValue) {
   };
   const std::vector<Bad> cases = {
       {"idx i32", false, [](auto& a) { a.idx = Tensor::meta(DType::i32, {12}); }, "idx", "i32"},
-      {"no source rows", false, [](auto& a) { a.src = Tensor::meta(DType::bf16, {0, 64}); }, "src", "size 0"},
+      {"no source rows", false,
+       [](auto& a) {
+         a.src = Tensor::meta(DType::bf16, {0, 64});
+       },
+       "src", "size 0"},
       {"idx rows", false, [](auto& a) { a.idx = Tensor::meta(DType::i64, {11}); }, "idx", "size 11"},
-      {"delta in unpermute", false, [](auto& a) { a.delta = Tensor::meta(DType::bf16, {2, 6, 64}); }, "delta", "given"},
-      {"out width", false, [](auto& a) { a.out = Tensor::meta(DType::bf16, {12, 32}); }, "out", "size 32"},
+      {"delta in unpermute", false,
+       [](auto& a) {
+         a.delta = Tensor::meta(DType::bf16, {2, 6, 64});
+       },
+       "delta", "given"},
+      {"out width", false,
+       [](auto& a) {
+         a.out = Tensor::meta(DType::bf16, {12, 32});
+       },
+       "out", "size 32"},
       {"no weights", true, [](auto& a) { a.weights.reset(); }, "weights", "missing"},
       {"no delta", true, [](auto& a) { a.delta.reset(); }, "delta", "missing"},
       {"idx count", true, [](auto& a) { a.idx = Tensor::meta(DType::i64, {11}); }, "idx", "size 11"},
-      {"delta slots", true, [](auto& a) { a.delta = Tensor::meta(DType::bf16, {2, 5, 64}); }, "delta", "size 5"},
+      {"delta slots", true,
+       [](auto& a) {
+         a.delta = Tensor::meta(DType::bf16, {2, 5, 64});
+       },
+       "delta", "size 5"},
       {"infinite scale", true, [](auto& a) { a.scale = INFINITY; }, "scale", "inf"},
   };
   for (const Bad& c : cases) {

@@ -92,11 +92,23 @@ TEST(SwigluLimitValidation, errorsNameKernelFieldAndValue) {
     const char* value;
   };
   const std::vector<Bad> cases = {
-      {"odd width", [](auto& a) { a.input = Tensor::meta(DType::bf16, {12, 127}); }, "input", "127"},
-      {"input dtype", [](auto& a) { a.input = Tensor::meta(DType::i32, {12, 128}); }, "input", "i32"},
+      {"odd width",
+       [](auto& a) {
+         a.input = Tensor::meta(DType::bf16, {12, 127});
+       },
+       "input", "127"},
+      {"input dtype",
+       [](auto& a) {
+         a.input = Tensor::meta(DType::i32, {12, 128});
+       },
+       "input", "i32"},
       {"ids dtype", [](auto& a) { a.topk_ids = Tensor::meta(DType::f32, {12}); }, "topk_ids", "f32"},
       {"ids rows", [](auto& a) { a.topk_ids = Tensor::meta(DType::i32, {11}); }, "topk_ids", "size 11"},
-      {"out width", [](auto& a) { a.out = Tensor::meta(DType::bf16, {12, 63}); }, "out", "size 63"},
+      {"out width",
+       [](auto& a) {
+         a.out = Tensor::meta(DType::bf16, {12, 63});
+       },
+       "out", "size 63"},
       {"negative limit", [](auto& a) { a.limit = -1; }, "limit", "-1"},
       {"NaN limit", [](auto& a) { a.limit = std::nan(""); }, "limit", "nan"},
       {"map length", [](auto& a) { a.expert_map = Tensor::meta(DType::i32, {128}); }, "num_experts", "128"},
