@@ -114,11 +114,6 @@ ModelConfig draw_config(Draw& d) {
     c.max_num_seqs = std::min(c.max_num_seqs, c.max_num_batched_tokens);
     note(str_cat("tokens=", c.max_num_batched_tokens));
   }
-  if (d.flag("toggle_identity_experts")) {
-    // Zero-compute identity experts on (16 of them) or off: compute_identity runs only with them.
-    c.n_identity_experts = c.n_identity_experts > 0 ? 0 : 16;
-    note(str_cat("identity=", c.n_identity_experts));
-  }
   if (c.has_backend("megamoe") &&
       std::find(c.index_dtypes.begin(), c.index_dtypes.end(), DType::i64) == c.index_dtypes.end())
     c.index_dtypes.push_back(DType::i64);
