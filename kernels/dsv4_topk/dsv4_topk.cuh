@@ -172,6 +172,10 @@ __device__ __forceinline__ Pick rank_row(const float* sel_bias, RowSmem<kExperts
     }
   }
 
+  // Pass 2 overwrites keys other lanes wrote: the warp barrier orders pass 1's stores before it
+  // (the *_sync reductions below converge the warp but give no memory ordering; racecheck).
+  __syncwarp();
+
   // cut: the (K+1)-th largest lane maximum of lo; 0 (every expert a candidate) when fewer than
   // K + 1 lanes hold an expert.
   unsigned lm = lane_max, cut = 0;
@@ -192,6 +196,7 @@ __device__ __forceinline__ Pick rank_row(const float* sel_bias, RowSmem<kExperts
     const unsigned k = sm.key[i * 32 + lane];
     const bool c = k != 0 && k >= cut;
     const unsigned bal = __ballot_sync(wk::kFullMask, c);
+    __syncwarp();  // every lane has read slot i before any lane writes an id into it
     if (c) ids[count + __popc(bal & wk::lanemask_lt())] = L::expert(i, lane);
     count += __popc(bal);
   }
