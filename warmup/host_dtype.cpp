@@ -113,6 +113,45 @@ float f8e4m3_bits_to_float(std::uint8_t bits) {
   return negative ? -m : m;
 }
 
+std::uint8_t float_to_e2m1_bits(float v) {
+  if (std::isnan(v)) throw Error("e2m1 has no NaN: a NaN cannot be encoded");
+  // The magnitudes of codes 0..7 and the midpoints between neighbours (all exact in float).
+  static constexpr float kValue[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const std::uint8_t sign = std::signbit(v) ? 0x8u : 0x0u;
+  const float a = std::fabs(v);
+  std::uint8_t code = 7;  // beyond the last midpoint (5): saturate to 6
+  for (std::uint8_t i = 0; i < 7; ++i) {
+    const float mid = (kValue[i] + kValue[i + 1]) / 2;
+    if (a < mid || (a == mid && i % 2 == 0)) {  // a tie goes to the even code
+      code = i;
+      break;
+    }
+    if (a == mid) {
+      code = static_cast<std::uint8_t>(i + 1);
+      break;
+    }
+  }
+  return sign | code;
+}
+
+float e2m1_bits_to_float(std::uint8_t code) {
+  static constexpr float kValue[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float m = kValue[code & 0x7u];
+  return (code & 0x8u) ? -m : m;
+}
+
+void pack_e2m1(const float* values, std::int64_t n, std::uint8_t* packed) {
+  for (std::int64_t j = 0; 2 * j < n; ++j) {
+    const std::uint8_t lo = float_to_e2m1_bits(values[2 * j]);
+    const std::uint8_t hi = 2 * j + 1 < n ? float_to_e2m1_bits(values[2 * j + 1]) : 0;
+    packed[j] = static_cast<std::uint8_t>(lo | (hi << 4));
+  }
+}
+
+void unpack_e2m1(const std::uint8_t* packed, std::int64_t n, float* values) {
+  for (std::int64_t i = 0; i < n; ++i) values[i] = e2m1_bits_to_float(packed[i / 2] >> (4 * (i % 2)));
+}
+
 float round_to_dtype(DType d, float v) {
   switch (d) {
     case DType::f32: return v;

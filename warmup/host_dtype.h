@@ -23,6 +23,17 @@ float f16_bits_to_float(std::uint16_t bits);
 std::uint8_t float_to_f8e4m3_bits(float v, bool saturate = true);
 float f8e4m3_bits_to_float(std::uint8_t bits);
 
+// NVFP4 element: e2m1 ("float4_e2m1fn": 1 sign, 2 exponent bits with bias 1, 1 mantissa bit; no
+// infinities, no NaN), magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}, the sign in bit 3. Encoding rounds to
+// nearest, ties to the even code, and saturates beyond +-6 (infinities too); the sign of a zero
+// is kept. NaN has no code: it throws Error. The 4-bit code sits in the low nibble of the result.
+std::uint8_t float_to_e2m1_bits(float v);
+float e2m1_bits_to_float(std::uint8_t code);  // the low nibble; the high one is ignored
+// Two e2m1 codes per byte: element 2j in the low nibble, element 2j + 1 in the high nibble (an odd
+// count leaves the last high nibble 0). packed holds (n + 1) / 2 bytes.
+void pack_e2m1(const float* values, std::int64_t n, std::uint8_t* packed);
+void unpack_e2m1(const std::uint8_t* packed, std::int64_t n, float* values);
+
 // v rounded to the nearest value of d (f32, f16, bf16, f8e4m3 saturating), as a float.
 float round_to_dtype(DType d, float v);
 

@@ -129,6 +129,7 @@ const std::vector<FieldIo>& fields() {
       field("norm_topk_prob", &ModelConfig::norm_topk_prob),
       field("routed_scaling_factor", &ModelConfig::routed_scaling_factor),
       field("swiglu_limit", &ModelConfig::swiglu_limit),
+      field("n_identity_experts", &ModelConfig::n_identity_experts),
       field("vocab_size", &ModelConfig::vocab_size),
       field("num_hash_layers", &ModelConfig::num_hash_layers),
       field("image_sentinel_lo", &ModelConfig::image_sentinel_lo),
@@ -231,6 +232,7 @@ void validate_model(const ModelConfig& c, const Checker& k) {
           c.routed_scaling_factor, " must be a positive finite number");
   k.check(std::isfinite(c.swiglu_limit) && c.swiglu_limit >= 0, "swiglu_limit", c.swiglu_limit,
           " must be finite and >= 0 (0 disables the clamp)");
+  k.range("n_identity_experts", c.n_identity_experts, 0);
   k.range("vocab_size", c.vocab_size, 1);
   k.range("num_hash_layers", c.num_hash_layers, 0);
   k.range("image_sentinel_count", c.image_sentinel_count, 1);

@@ -25,6 +25,9 @@ struct ModelConfig {
   bool norm_topk_prob = true;
   double routed_scaling_factor = 1.5;
   double swiglu_limit = 10.0;
+  // Zero-compute identity experts (their output is the token's input times the routed weight):
+  // router ids n_routed_experts .. n_routed_experts + n_identity_experts - 1; 0 = none.
+  std::int64_t n_identity_experts = 0;
   std::int64_t vocab_size = 129280;
   std::int64_t num_hash_layers = 3;
   std::int64_t image_sentinel_lo = 129257;  // first of image_sentinel_count image-sentinel token ids
