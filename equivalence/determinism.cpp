@@ -104,9 +104,8 @@ std::string key_manifest(const std::vector<KernelUnderTest>& kernels, const Mode
 std::vector<Violation> check_determinism_in_process(const Subjects& subjects, const ModelConfig& config,
                                                     const std::optional<std::string>& only) {
   std::string first = key_manifest(subjects.kernels(), config);
-  Registry fresh;
-  equivalence::register_builtin_kernels(fresh);
-  Subjects again(fresh, only, subjects.mutant());
+  const Registry fresh = make_registry(subjects.rows());
+  Subjects again(fresh, only, subjects.mutant(), &subjects.rows());
   ModelConfig reread = ModelConfig::from_json(nlohmann::json::parse(config.to_json().dump()));
   std::string second = key_manifest(again.kernels(), reread);
   return compare(first, second, config.name, "P7 in process: a fresh registry and the config re-read from JSON");

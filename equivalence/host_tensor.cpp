@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <iomanip>
 #include <limits>
@@ -217,7 +218,7 @@ Tensor DeviceTensors::place(const HostTensor& t, const void* host_bytes) {
   // Allocations are at least 256-byte aligned; step to the wanted offset past a 16-byte boundary.
   const auto base = reinterpret_cast<std::uintptr_t>(e.buffer.data());
   const std::uintptr_t start = ((base + 15) & ~std::uintptr_t{15}) + static_cast<std::uintptr_t>(t.align_offset);
-  e.data = reinterpret_cast<void*>(start);
+  e.data = static_cast<std::byte*>(e.buffer.data()) + (start - base);  // a device address, never dereferenced here
   if (bytes > 0 && host_bytes) device_.copy_to_device(e.data, host_bytes, bytes);
   if (bytes > 0 && !host_bytes) device_.fill_bytes(e.data, kPoisonByte, bytes);
   entries_.push_back(std::move(e));

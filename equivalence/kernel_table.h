@@ -65,8 +65,11 @@ struct KernelDescriptor {
   // (validate, launch_spec, bind): what the benchmark driver times. Empty without an oracle.
   std::function<PreparedLaunch(const NumericCase& c, DeviceTensors& dev)> prepare;
   std::vector<Mutant> mutants;
+  // The row's own contract instance: what contract() returns for a row outside kernel_table()
+  // (a kernel of another project, in the rows it passes to VerifyOptions::rows).
+  std::shared_ptr<const Kernel> instance;
 
-  // The real kernel (the one in builtin_registry()).
+  // The real kernel: the one in builtin_registry() for a row of kernel_table(), else `instance`.
   const Kernel& contract() const;
   // The standard numeric cases under config: the replayed launches of a ladder of serving
   // batches (1, 7, 16, 64, 1000, 8192 tokens and the config's maximum; aligned and at an odd
@@ -87,6 +90,13 @@ const Registry& builtin_registry();
 // The oracle of a kernel; nullptr when it has none.
 const Oracle* find_oracle(std::string_view kernel);
 
+// Another table: a project that adopts warmkey keeps its own rows (built with kernel_row below)
+// and hands them to the checkers (VerifyOptions::rows, make_certificate, Subjects) instead of
+// editing kernel_table.cpp.
+const KernelDescriptor* find_kernel(const std::vector<KernelDescriptor>& rows, std::string_view name);
+// A registry holding one fresh contract of every row of rows, in order.
+Registry make_registry(const std::vector<KernelDescriptor>& rows);
+
 // ---- building rows -----------------------------------------------------------------------------
 
 namespace detail {
@@ -96,6 +106,7 @@ KernelDescriptor contract_only() {
   KernelDescriptor d;
   d.name = Contract::kernel_def().name;
   d.make_contract = [] { return std::make_unique<Contract>(); };
+  d.instance = std::make_shared<const Contract>();
   return d;
 }
 

@@ -7,11 +7,19 @@
 
 namespace warmkey::equivalence {
 
-const KernelDescriptor* find_kernel(std::string_view name) {
-  for (const KernelDescriptor& row : kernel_table()) {
+const KernelDescriptor* find_kernel(const std::vector<KernelDescriptor>& rows, std::string_view name) {
+  for (const KernelDescriptor& row : rows) {
     if (row.name == name) return &row;
   }
   return nullptr;
+}
+
+const KernelDescriptor* find_kernel(std::string_view name) { return find_kernel(kernel_table(), name); }
+
+Registry make_registry(const std::vector<KernelDescriptor>& rows) {
+  Registry registry;
+  for (const KernelDescriptor& row : rows) registry.add(row.make_contract());
+  return registry;
 }
 
 std::vector<const KernelDescriptor*> rows_with_space() {
@@ -40,7 +48,11 @@ const Oracle* find_oracle(std::string_view kernel) {
   return row ? row->oracle.get() : nullptr;
 }
 
-const Kernel& KernelDescriptor::contract() const { return builtin_registry().at(name); }
+const Kernel& KernelDescriptor::contract() const {
+  if (const Kernel* k = builtin_registry().find(name); k != nullptr && find_kernel(name) == this) return *k;
+  if (instance == nullptr) throw Error(str_cat("kernel table row '", name, "' has no contract instance"));
+  return *instance;
+}
 
 std::vector<CaseDesc> KernelDescriptor::sweep(const ModelConfig& config, std::uint64_t seed) const {
   std::vector<CaseDesc> out;

@@ -8,14 +8,15 @@
 namespace warmkey::equivalence {
 
 NumericsResult check_numerics(const Kernel& kernel, const ModelConfig& config, JitRuntime& rt, std::uint64_t seed,
-                              std::size_t max_cases, const std::filesystem::path& failure_dir) {
+                              std::size_t max_cases, const std::filesystem::path& failure_dir,
+                              const std::vector<KernelDescriptor>* rows) {
   NumericsResult r;
   if (!rt.device().available()) {
     r.skipped = true;
     r.skip_reason = str_cat("no device: ", rt.device().unavailable_reason());
     return r;
   }
-  const KernelDescriptor* row = find_kernel(kernel.name());
+  const KernelDescriptor* row = find_kernel(rows != nullptr ? *rows : kernel_table(), kernel.name());
   const Oracle* oracle = row ? row->oracle.get() : nullptr;
   if (oracle == nullptr) {
     r.skipped = true;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/report.h"
 #include "warmup/contract.h"
 
@@ -22,7 +23,9 @@ struct NumericsResult {
 
 // Runs up to max_cases cases of the kernel's sweep (seeded with seed). A failing case is
 // written to failure_dir/<kernel>-<n>/ (case.json and .npy files: inputs, reference, result).
+// The oracle comes from the kernel's row of rows (nullptr: kernel_table()).
 NumericsResult check_numerics(const Kernel& kernel, const ModelConfig& config, JitRuntime& rt, std::uint64_t seed,
-                              std::size_t max_cases, const std::filesystem::path& failure_dir);
+                              std::size_t max_cases, const std::filesystem::path& failure_dir,
+                              const std::vector<KernelDescriptor>* rows = nullptr);
 
 }  // namespace warmkey::equivalence

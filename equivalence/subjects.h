@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "equivalence/kernel_table.h"
 #include "equivalence/mutants/catalogue.h"
 #include "spaces/space.h"
 #include "warmup/registry.h"
@@ -21,21 +22,24 @@ struct KernelUnderTest {
 class Subjects {
  public:
   // Every kernel of registry that has an input space (or only `only`: InputError when unknown),
-  // in registry order; `mutant` replaces its kernel (InputError when `only` excludes it).
+  // in registry order; `mutant` replaces its kernel (InputError when `only` excludes it). The
+  // spaces come from rows (nullptr: kernel_table(); another project passes its own rows).
   explicit Subjects(const Registry& registry, const std::optional<std::string>& only = {},
-                    const equivalence::Mutant* mutant = nullptr);
+                    const equivalence::Mutant* mutant = nullptr, const std::vector<KernelDescriptor>* rows = nullptr);
   Subjects(Subjects&&) = default;
 
   const std::vector<KernelUnderTest>& kernels() const { return kernels_; }
   // Registered kernels that have no input space yet (not verified).
   const std::vector<std::string>& unverified() const { return unverified_; }
   const equivalence::Mutant* mutant() const { return mutant_; }
+  const std::vector<KernelDescriptor>& rows() const { return *rows_; }
 
  private:
   std::vector<KernelUnderTest> kernels_;
   std::vector<std::string> unverified_;
   std::vector<std::unique_ptr<Kernel>> owned_;
   const equivalence::Mutant* mutant_ = nullptr;
+  const std::vector<KernelDescriptor>* rows_ = nullptr;
 };
 
 }  // namespace warmkey::equivalence

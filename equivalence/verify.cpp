@@ -255,7 +255,7 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
   for (std::size_t i = 0; i < configs.size(); ++i) {
     if (refs[i].empty()) refs[i] = configs[i].name;
   }
-  Subjects subjects(registry, options.kernel, options.mutant);
+  Subjects subjects(registry, options.kernel, options.mutant, options.rows);
   VerifyReport report;
   report.seed = options.seed;
   report.cases = options.input ? 1 : options.cases;
@@ -312,8 +312,8 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
         }
         if (options.numerics) {
           if (!runtime) runtime = std::make_unique<JitRuntime>();
-          NumericsResult n =
-              check_numerics(*kt.kernel, config, *runtime, options.seed, options.numeric_cases, options.numerics_dir);
+          NumericsResult n = check_numerics(*kt.kernel, config, *runtime, options.seed, options.numeric_cases,
+                                            options.numerics_dir, options.rows);
           r.numerics = n.skipped ? "skipped: " + n.skip_reason : str_cat(n.cases, " cases");
           for (auto& v : n.violations) r.violations.push_back(std::move(v));
         }
@@ -336,8 +336,8 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options) 
 
 Certificate make_certificate(const Registry& registry, const ModelConfig& config,
                              const std::optional<std::string>& kernel, const equivalence::Mutant* mutant,
-                             std::size_t max_classes) {
-  Subjects subjects(registry, kernel, mutant);
+                             std::size_t max_classes, const std::vector<KernelDescriptor>* rows) {
+  Subjects subjects(registry, kernel, mutant, rows);
   Certificate cert;
   cert.config = config.name;
   cert.unverified = subjects.unverified();

@@ -35,6 +35,9 @@ struct VerifyOptions {
   const equivalence::Mutant* mutant = nullptr;
   std::size_t max_reports = 1;             // full reports per kernel, config, property and phase
   std::string program = "warmkey verify";  // prefix of reproduce commands
+  // The rows that pair the registry's kernels with their spaces and oracles (nullptr: kernel_table()).
+  // A project with kernels of its own passes its rows and make_registry(rows).
+  const std::vector<KernelDescriptor>* rows = nullptr;
 };
 
 struct KernelReport {
@@ -76,6 +79,6 @@ VerifyReport run_verify(const Registry& registry, const VerifyOptions& options);
 // The certificate of one config (the enumeration only).
 Certificate make_certificate(const Registry& registry, const ModelConfig& config,
                              const std::optional<std::string>& kernel = {}, const equivalence::Mutant* mutant = nullptr,
-                             std::size_t max_classes = 200000);
+                             std::size_t max_classes = 200000, const std::vector<KernelDescriptor>* rows = nullptr);
 
 }  // namespace warmkey::equivalence

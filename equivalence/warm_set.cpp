@@ -168,7 +168,7 @@ const WarmSet& WarmSetCache::get(const spaces::InputSpace& space, const Kernel& 
 }
 
 const WarmSet& WarmSetCache::get(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
-                                 std::string config_id) {
+                                 const std::string& config_id) {
   std::string id = str_cat(static_cast<const void*>(&kernel), '|', config_id);
   auto it = sets_.find(id);
   if (it != sets_.end()) return *it->second;

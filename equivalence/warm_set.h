@@ -85,7 +85,7 @@ class WarmSetCache {
   // Same, with the caller's identity of the config (for example the bytes it was decoded from),
   // which spares serialising it.
   const WarmSet& get(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
-                     std::string config_id);
+                     const std::string& config_id);
 
  private:
   CompileTarget target_;

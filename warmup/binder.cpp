@@ -126,7 +126,8 @@ BoundKey bind(const KernelDef& def, const LaunchSpec& spec) {
   }
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, &key.kernel, sizeof(key.kernel));
+  const auto kernel_id = reinterpret_cast<std::uintptr_t>(key.kernel);  // the address names the kernel
+  XXH3_64bits_update(&state, &kernel_id, sizeof(kernel_id));
   XXH3_64bits_update(&state, key.constexprs.data(), sizeof(std::int64_t) * spec.num_constexprs);
   XXH3_64bits_update(&state, key.params.data(), sizeof(BoundParam) * spec.num_args);
   XXH3_64bits_update(&state, key.block.data(), sizeof(key.block));

@@ -119,7 +119,7 @@ std::vector<std::string> diff(const JitKey& from, const JitKey& to) {
   field("arch", from.arch, to.arch);
   field("nvrtc_version", from.nvrtc_version, to.nvrtc_version);
   field("generator", from.generator, to.generator);
-  if (from.options != to.options) out.push_back("options differ");
+  if (from.options != to.options) out.emplace_back("options differ");
   if (from.block != to.block)
     out.push_back(str_cat("block: ", from.block[0], ",", from.block[1], ",", from.block[2], " -> ", to.block[0], ",",
                           to.block[1], ",", to.block[2]));
