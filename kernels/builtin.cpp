@@ -4,6 +4,7 @@
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "kernels/dsv4_topk/dsv4_topk.h"
 #include "kernels/eplb_map/eplb_map.h"
+#include "kernels/fused_moe/fused_moe.h"
 #include "kernels/moe_align/moe_align.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 
@@ -14,6 +15,7 @@ void register_builtin_kernels(Registry& registry) {
   registry.add(std::make_unique<EplbMap>());
   registry.add(std::make_unique<CountExpertTokens>());
   registry.add(std::make_unique<MoeAlign>());
+  registry.add(std::make_unique<FusedMoe>());
   registry.add(std::make_unique<MoeMulSum>());
 }
 
