@@ -171,7 +171,7 @@ inline double copy_bandwidth_gbs() {
     LaunchSpec spec;
     spec.grid = {static_cast<unsigned>(dev.multiprocessors() * 8), 1, 1};
     spec.block = {512, 1, 1};
-    spec.ptr(src).ptr(dst).integer(bytes / 16);
+    spec.ptr("src", src).ptr("dst", dst).integer("vectors", bytes / 16);
     const BoundKey bound = bind(copy_kernel_def(), spec);
     runtime().launch(bound, spec, nullptr);
     std::vector<float> ms;

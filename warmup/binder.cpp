@@ -62,6 +62,28 @@ BoundParam bind_pointer(const Param& p, const Tensor* t) {
   return b;
 }
 
+// launch_spec named argument `i` `passed`; the signature's parameter `i` is `declared`. Only a
+// mismatch pays for the message; the name that was passed is looked up to point at a swap.
+[[noreturn]] void throw_name_mismatch(const KernelDef& def, const char* what, int i, std::string_view passed,
+                                      std::string_view declared, int passed_index) {
+  std::string hint;
+  if (passed_index >= 0) {
+    hint = str_cat(" ('", passed, "' is ", what, " #", passed_index, " of the signature: are '", declared, "' and '",
+                   passed, "' swapped?)");
+  } else {
+    hint = str_cat(" ('", passed, "' is not a ", what, " of the signature)");
+  }
+  throw BindError(str_cat("kernel '", def.name, "': launch spec passes '", passed, "' as ", what, " #", i,
+                          ", but the signature's ", what, " #", i, " is '", declared, "'", hint));
+}
+
+int constexpr_index(const KernelDef& def, std::string_view name) {
+  for (int i = 0; i < static_cast<int>(def.constexprs.size()); ++i) {
+    if (def.constexprs[i].name == name) return i;
+  }
+  return -1;
+}
+
 }  // namespace
 
 IntWidth int_width(__int128 v, std::string_view what) {
@@ -81,10 +103,17 @@ BoundKey bind(const KernelDef& def, const LaunchSpec& spec) {
   BoundKey key;
   key.kernel = &def;
   key.block = spec.block;
-  for (int i = 0; i < spec.num_constexprs; ++i) key.constexprs[i] = spec.constexprs[i];
+  for (int i = 0; i < spec.num_constexprs; ++i) {
+    const std::string& declared = def.constexprs[i].name;
+    if (spec.constexpr_names[i] != declared)
+      throw_name_mismatch(def, "constexpr", i, spec.constexpr_names[i], declared,
+                          constexpr_index(def, spec.constexpr_names[i]));
+    key.constexprs[i] = spec.constexprs[i];
+  }
   for (int i = 0; i < spec.num_args; ++i) {
     const Param& p = def.params[i];
     const ArgValue& a = spec.args[i];
+    if (a.name != p.name) throw_name_mismatch(def, "parameter", i, a.name, p.name, def.param_index(a.name));
     if (a.kind != p.kind)
       throw BindError(str_cat("kernel '", def.name, "': param '", p.name, "' is declared ", kind_name(p.kind),
                               " but launch spec passes ", kind_name(a.kind)));
@@ -110,7 +139,8 @@ std::string triton_repr(const KernelDef& def, const BoundKey& key, int param) {
   const BoundParam& b = key.params.at(param);
   if (b.attr == ArgAttr::constexpr_one) return "('constexpr', 1)";
   if (b.attr == ArgAttr::missing) return "('constexpr', None)";
-  std::string attr = b.attr == ArgAttr::divisible16 ? "'D'" : "''";
+  // Triton 3.6 leaves a do_not_specialize argument's specialisation out of the key: None, not ''.
+  std::string attr = p.policy == Specialize::do_not_specialize ? "None" : b.attr == ArgAttr::divisible16 ? "'D'" : "''";
   switch (p.kind) {
     case ParamKind::pointer: return str_cat("('*", dtype_triton_name(static_cast<DType>(b.type)), "', ", attr, ")");
     case ParamKind::integer: {

@@ -13,56 +13,47 @@ int KernelDef::param_index(std::string_view param_name) const {
 }
 
 namespace {
-ArgValue& next_arg(LaunchSpec& s) {
-  if (s.num_args >= kMaxParams) throw BindError(str_cat("launch spec: more than ", kMaxParams, " arguments"));
-  return s.args[s.num_args++];
+ArgValue& next_arg(LaunchSpec& s, std::string_view name, ParamKind kind) {
+  if (s.num_args >= kMaxParams)
+    throw BindError(str_cat("launch spec: more than ", kMaxParams, " arguments (at '", name, "')"));
+  ArgValue& a = s.args[s.num_args++];
+  a = ArgValue{};
+  a.name = name;
+  a.kind = kind;
+  return a;
 }
 }  // namespace
 
-LaunchSpec& LaunchSpec::constant(std::int64_t v) {
+LaunchSpec& LaunchSpec::constant(std::string_view name, std::int64_t v) {
   if (num_constexprs >= kMaxConstexprs)
-    throw BindError(str_cat("launch spec: more than ", kMaxConstexprs, " constexprs"));
+    throw BindError(str_cat("launch spec: more than ", kMaxConstexprs, " constexprs (at '", name, "')"));
+  constexpr_names[num_constexprs] = name;
   constexprs[num_constexprs++] = v;
   return *this;
 }
 
-LaunchSpec& LaunchSpec::ptr(const Tensor& t) {
-  ArgValue& a = next_arg(*this);
-  a = ArgValue{};
-  a.kind = ParamKind::pointer;
-  a.tensor = &t;
+LaunchSpec& LaunchSpec::ptr(std::string_view name, const Tensor& t) {
+  next_arg(*this, name, ParamKind::pointer).tensor = &t;
   return *this;
 }
 
-LaunchSpec& LaunchSpec::ptr(const std::optional<Tensor>& t) {
-  ArgValue& a = next_arg(*this);
-  a = ArgValue{};
-  a.kind = ParamKind::pointer;
-  a.tensor = t ? &*t : nullptr;
+LaunchSpec& LaunchSpec::ptr(std::string_view name, const std::optional<Tensor>& t) {
+  next_arg(*this, name, ParamKind::pointer).tensor = t ? &*t : nullptr;
   return *this;
 }
 
-LaunchSpec& LaunchSpec::integer(__int128 v) {
-  ArgValue& a = next_arg(*this);
-  a = ArgValue{};
-  a.kind = ParamKind::integer;
-  a.integer = v;
+LaunchSpec& LaunchSpec::integer(std::string_view name, __int128 v) {
+  next_arg(*this, name, ParamKind::integer).integer = v;
   return *this;
 }
 
-LaunchSpec& LaunchSpec::floating(double v) {
-  ArgValue& a = next_arg(*this);
-  a = ArgValue{};
-  a.kind = ParamKind::floating;
-  a.floating = v;
+LaunchSpec& LaunchSpec::floating(std::string_view name, double v) {
+  next_arg(*this, name, ParamKind::floating).floating = v;
   return *this;
 }
 
-LaunchSpec& LaunchSpec::flag(bool v) {
-  ArgValue& a = next_arg(*this);
-  a = ArgValue{};
-  a.kind = ParamKind::boolean;
-  a.boolean = v;
+LaunchSpec& LaunchSpec::flag(std::string_view name, bool v) {
+  next_arg(*this, name, ParamKind::boolean).boolean = v;
   return *this;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "warmup/tensor.h"
@@ -60,8 +61,11 @@ struct KernelDef {
   int param_index(std::string_view param_name) const;  // -1 when absent
 };
 
-// One runtime argument as launch_spec produced it.
+// One runtime argument as launch_spec produced it. `name` is the parameter's name as launch_spec
+// spelled it (a string literal): the binder checks it against the signature, so two same-typed
+// arguments passed in the wrong order are an error, not a silent wrong launch.
 struct ArgValue {
+  std::string_view name;
   ParamKind kind = ParamKind::pointer;
   const Tensor* tensor = nullptr;  // pointer: nullptr means a missing optional pointer
   __int128 integer = 0;
@@ -70,7 +74,8 @@ struct ArgValue {
 };
 
 // What both runtime and warmup compute from Args: the launch and the compile-time values.
-// Arguments are appended in signature order; the binder checks count and kinds.
+// Arguments are appended in signature order, each with its parameter's name; the binder checks
+// count, names and kinds. Names must outlive the spec (pass string literals).
 struct LaunchSpec {
   bool skip = false;  // empty batch: nothing launches
   std::array<unsigned, 3> grid{1, 1, 1};
@@ -81,16 +86,17 @@ struct LaunchSpec {
   // elsewhere the launch is an ordinary one. A launch option, not part of the binary.
   bool programmatic_dependent_launch = false;
   std::array<std::int64_t, kMaxConstexprs> constexprs{};
+  std::array<std::string_view, kMaxConstexprs> constexpr_names{};
   int num_constexprs = 0;
   std::array<ArgValue, kMaxParams> args{};
   int num_args = 0;
 
-  LaunchSpec& constant(std::int64_t v);
-  LaunchSpec& ptr(const Tensor& t);
-  LaunchSpec& ptr(const std::optional<Tensor>& t);  // nullopt: the constexpr None
-  LaunchSpec& integer(__int128 v);
-  LaunchSpec& floating(double v);
-  LaunchSpec& flag(bool v);
+  LaunchSpec& constant(std::string_view name, std::int64_t v);
+  LaunchSpec& ptr(std::string_view name, const Tensor& t);
+  LaunchSpec& ptr(std::string_view name, const std::optional<Tensor>& t);  // nullopt: the constexpr None
+  LaunchSpec& integer(std::string_view name, __int128 v);
+  LaunchSpec& floating(std::string_view name, double v);
+  LaunchSpec& flag(std::string_view name, bool v);
 };
 
 }  // namespace warmkey

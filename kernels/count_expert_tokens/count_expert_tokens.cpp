@@ -133,9 +133,10 @@ LaunchSpec CountExpertTokens::launch_spec(const Args& a) const {
   s.grid = {1, 1, 1};
   s.block = {static_cast<unsigned>(block), 1, 1};
   s.shared_bytes = static_cast<unsigned>(local_experts * sizeof(std::int32_t));
-  s.constant(block);
-  s.ptr(a.topk_ids).ptr(a.expert_map).ptr(a.counts);
-  s.integer(numel).integer(local_experts).integer(a.expert_map ? a.expert_map->size(0) : 0);
+  s.constant("BLOCK_SIZE", block);
+  s.ptr("topk_ids", a.topk_ids).ptr("expert_map", a.expert_map).ptr("counts", a.counts);
+  s.integer("numel", numel).integer("num_local_experts", local_experts);
+  s.integer("num_experts", a.expert_map ? a.expert_map->size(0) : 0);
   return s;
 }
 

@@ -213,18 +213,21 @@ LaunchSpec Dsv4Topk::launch_spec(const Args& a) const {
   s.skip = t == 0;
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(t, kDsv4RowsPerBlock))), 1, 1};
   s.block = {static_cast<unsigned>(32 * kDsv4RowsPerBlock), 1, 1};
-  s.constant(e).constant(dsv4_topk_block_n(e)).constant(k);
-  s.constant(a.num_unpadded ? 1 : 0).constant(a.renormalize ? 1 : 0).constant(a.launch_pdl ? 1 : 0);
+  s.constant("NUM_EXPERTS", e).constant("BLOCK_N", dsv4_topk_block_n(e)).constant("TOP_K", k);
+  s.constant("HAS_PADDING", a.num_unpadded ? 1 : 0)
+      .constant("RENORMALIZE", a.renormalize ? 1 : 0)
+      .constant("LAUNCH_PDL", a.launch_pdl ? 1 : 0);
   s.programmatic_dependent_launch = a.launch_pdl;  // the attribute; LAUNCH_PDL compiles the waits
-  s.ptr(a.logits);
-  s.ptr(hash ? none : a.bias);
-  s.ptr(vl ? a.bias_vl : none);
-  s.ptr(vl || hash ? a.input_ids : none);
-  s.ptr(a.tid2eid);
-  s.ptr(a.weights).ptr(a.ids);
-  s.integer(t).integer(t <= 1 ? e : a.logits.stride(0)).integer(vl ? a.sentinel_lo : 0).integer(a.vocab_size);
-  s.integer(a.num_unpadded.value_or(t));
-  s.floating(a.routed_scaling_factor);
+  s.ptr("logits", a.logits);
+  s.ptr("bias", hash ? none : a.bias);
+  s.ptr("bias_vl", vl ? a.bias_vl : none);
+  s.ptr("input_ids", vl || hash ? a.input_ids : none);
+  s.ptr("tid2eid", a.tid2eid);
+  s.ptr("weights", a.weights).ptr("ids", a.ids);
+  s.integer("num_tokens", t).integer("logits_stride", t <= 1 ? e : a.logits.stride(0));
+  s.integer("sentinel_lo", vl ? a.sentinel_lo : 0).integer("vocab_size", a.vocab_size);
+  s.integer("num_unpadded", a.num_unpadded.value_or(t));
+  s.floating("routed_scaling_factor", a.routed_scaling_factor);
   return s;
 }
 

@@ -161,10 +161,12 @@ LaunchSpec EplbMap::launch_spec(const Args& a) const {
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(numel, block * kEplbMapItems))), 1, 1};
   s.block = {static_cast<unsigned>(block), 1, 1};
   s.shared_bytes = physical <= kEplbMapSharedBins ? static_cast<unsigned>(physical * sizeof(std::int32_t)) : 0;
-  s.constant(block).constant(a.num_unpadded ? 1 : 0);
-  s.ptr(a.ids).ptr(a.replica_count).ptr(a.l2p).ptr(a.record).ptr(a.load).ptr(a.out);
-  s.integer(numel).integer(a.ids.size(1)).integer(a.replica_count.size(0)).integer(a.l2p.size(1)).integer(physical);
-  s.integer(a.num_unpadded.value_or(0));
+  s.constant("BLOCK_SIZE", block).constant("HAS_NUM_UNPADDED", a.num_unpadded ? 1 : 0);
+  s.ptr("ids", a.ids).ptr("replica_count", a.replica_count).ptr("l2p", a.l2p).ptr("record", a.record);
+  s.ptr("load", a.load).ptr("out", a.out);
+  s.integer("numel", numel).integer("top_k", a.ids.size(1)).integer("num_logical", a.replica_count.size(0));
+  s.integer("slots", a.l2p.size(1)).integer("num_physical", physical);
+  s.integer("num_unpadded", a.num_unpadded.value_or(0));
   return s;
 }
 

@@ -164,9 +164,11 @@ LaunchSpec MoeAlign::launch_spec(const Args& a) const {
   s.grid = {1, 1, 1};
   s.block = {static_cast<unsigned>(32 * warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(moe_align_shared_bytes(warps, a.num_experts));
-  s.constant(a.num_experts).constant(a.block_m).constant(warps);
-  s.ptr(a.topk_ids).ptr(a.expert_map).ptr(a.sorted_token_ids).ptr(a.expert_ids).ptr(a.num_tokens_post_padded);
-  s.integer(numel).integer(a.sorted_token_ids.size(0)).integer(a.expert_ids.size(0));
+  s.constant("NUM_EXPERTS", a.num_experts).constant("BLOCK_M", a.block_m).constant("NUM_WARPS", warps);
+  s.ptr("topk_ids", a.topk_ids).ptr("expert_map", a.expert_map).ptr("sorted_token_ids", a.sorted_token_ids);
+  s.ptr("expert_ids", a.expert_ids).ptr("num_tokens_post_padded", a.num_tokens_post_padded);
+  s.integer("numel", numel).integer("sorted_capacity", a.sorted_token_ids.size(0));
+  s.integer("blocks_capacity", a.expert_ids.size(0));
   return s;
 }
 

@@ -188,9 +188,10 @@ LaunchSpec MoeMulSum::launch_spec(const Args& a) const {
   s.skip = t == 0;
   s.grid = {static_cast<unsigned>(ceil_div(t, tile.block_m)), static_cast<unsigned>(ceil_div(h, tile.block_k)), 1};
   s.block = {static_cast<unsigned>(tile.block_k / vec_of(a.x.dtype())), 1, 1};
-  s.constant(k).constant(tile.block_m).constant(tile.block_k);
-  s.ptr(a.x).ptr(a.weights).ptr(a.topk_ids).ptr(a.expert_map).ptr(a.out);
-  s.integer(t).integer(h).integer(a.expert_map ? a.expert_map->size(0) : 0);
+  s.constant("TOP_K", k).constant("BLOCK_M", tile.block_m).constant("BLOCK_K", tile.block_k);
+  s.ptr("x", a.x).ptr("weights", a.weights).ptr("topk_ids", a.topk_ids).ptr("expert_map", a.expert_map);
+  s.ptr("out", a.out);
+  s.integer("num_tokens", t).integer("hidden", h).integer("num_experts", a.expert_map ? a.expert_map->size(0) : 0);
   return s;
 }
 

@@ -31,7 +31,7 @@ std::string bind_int(__int128 n, Specialize policy = Specialize::specialize) {
   KernelDef d = make_def(policy);
   Tensor x = Tensor::meta(DType::f32, {64});
   LaunchSpec s;
-  s.constant(128).ptr(x).integer(n);
+  s.constant("BLOCK", 128).ptr("x_ptr", x).integer("n", n);
   return triton_repr(d, bind(d, s), 1);
 }
 
@@ -78,11 +78,13 @@ TEST(IntegerRule, overflowBeyond64BitsIsAnErrorNamingKernelParamAndValue) {
 }
 
 TEST(IntegerRule, doNotSpecializeKeepsTheWidthOnly) {
-  EXPECT_EQ(bind_int(1, Specialize::do_not_specialize), "('i32', '')");
-  EXPECT_EQ(bind_int(16, Specialize::do_not_specialize), "('i32', '')");
-  EXPECT_EQ(bind_int(0, Specialize::do_not_specialize), "('i32', '')");
-  EXPECT_EQ(bind_int(kTwo32, Specialize::do_not_specialize), "('i64', '')");
-  EXPECT_EQ(bind_int(kTwo63, Specialize::do_not_specialize), "('u64', '')");
+  // Triton 3.6 renders a do_not_specialize entry with None (its binder's own keys, checked
+  // over 1316 argument values on the H200 host): width only, no specialisation.
+  EXPECT_EQ(bind_int(1, Specialize::do_not_specialize), "('i32', None)");
+  EXPECT_EQ(bind_int(16, Specialize::do_not_specialize), "('i32', None)");
+  EXPECT_EQ(bind_int(0, Specialize::do_not_specialize), "('i32', None)");
+  EXPECT_EQ(bind_int(kTwo32, Specialize::do_not_specialize), "('i64', None)");
+  EXPECT_EQ(bind_int(kTwo63, Specialize::do_not_specialize), "('u64', None)");
 }
 
 TEST(IntegerRule, doNotSpecializeOnAlignmentKeepsTheConstantOneButNeverD) {
@@ -96,7 +98,7 @@ std::string bind_pointer_offset(int offset_bytes, Specialize policy = Specialize
   KernelDef d = make_def(Specialize::specialize, policy);
   Tensor x = Tensor::meta(dt, {64}, offset_bytes);
   LaunchSpec s;
-  s.constant(128).ptr(x).integer(7);
+  s.constant("BLOCK", 128).ptr("x_ptr", x).integer("n", 7);
   return triton_repr(d, bind(d, s), 0);
 }
 
@@ -113,13 +115,13 @@ TEST(PointerRule, realTensorAlignmentComesFromItsAddress) {
   for (int off = 0; off < 4; ++off) {
     Tensor x = Tensor::view(DType::f32, storage + off, {8});
     LaunchSpec s;
-    s.constant(1).ptr(x).integer(3);
+    s.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 3);
     EXPECT_EQ(triton_repr(d, bind(d, s), 0), off == 0 ? "('*fp32', 'D')" : "('*fp32', '')") << "float offset " << off;
   }
 }
 
 TEST(PointerRule, doNotSpecializePoliciesDropD) {
-  EXPECT_EQ(bind_pointer_offset(0, Specialize::do_not_specialize), "('*fp32', '')");
+  EXPECT_EQ(bind_pointer_offset(0, Specialize::do_not_specialize), "('*fp32', None)");
   EXPECT_EQ(bind_pointer_offset(0, Specialize::do_not_specialize_on_alignment), "('*fp32', '')");
 }
 
@@ -134,7 +136,7 @@ TEST(PointerRule, pointeeDtypeNamesFollowTriton) {
 TEST(PointerRule, missingOptionalPointerIsTheConstexprNone) {
   KernelDef d = make_def();
   LaunchSpec s;
-  s.constant(128).ptr(std::optional<Tensor>{}).integer(16);
+  s.constant("BLOCK", 128).ptr("x_ptr", std::optional<Tensor>{}).integer("n", 16);
   BoundKey k = bind(d, s);
   EXPECT_EQ(triton_repr(d, k, 0), "('constexpr', None)");
   JitKey jk = make_jit_key(k, CompileTarget{});
@@ -150,15 +152,15 @@ TEST(ScalarRule, boolsAndFloatsAreTypeOnly) {
   for (bool b : {true, false}) {
     for (double f : {1.0, 0.5, 0.0, -3.25}) {
       LaunchSpec s;
-      s.flag(b).floating(f);
+      s.flag("flag", b).floating("scale", f);
       BoundKey k = bind(d, s);
       EXPECT_EQ(triton_repr(d, k, 0), "('u1', None)");
       EXPECT_EQ(triton_repr(d, k, 1), "('fp32', None)");
     }
   }
   LaunchSpec a, b;
-  a.flag(true).floating(1.0);
-  b.flag(false).floating(0.5);
+  a.flag("flag", true).floating("scale", 1.0);
+  b.flag("flag", false).floating("scale", 0.5);
   EXPECT_EQ(bind(d, a), bind(d, b)) << "bool and float values never enter the key";
 }
 
@@ -168,8 +170,8 @@ TEST(ConstexprRule, exactValueOfEachConstexprIsInTheKey) {
   for (std::int64_t v :
        {std::int64_t{0}, std::int64_t{1}, std::int64_t{-1}, std::int64_t{128}, std::int64_t{1} << 40}) {
     LaunchSpec a, b;
-    a.constant(v).ptr(x).integer(5);
-    b.constant(v + 1).ptr(x).integer(5);
+    a.constant("BLOCK", v).ptr("x_ptr", x).integer("n", 5);
+    b.constant("BLOCK", v + 1).ptr("x_ptr", x).integer("n", 5);
     EXPECT_NE(bind(d, a), bind(d, b)) << v;
     JitKey jk = make_jit_key(bind(d, a), CompileTarget{});
     ASSERT_EQ(jk.constexprs.size(), 1u);
@@ -181,7 +183,7 @@ TEST(LaunchOptions, blockSizeIsInTheKey) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::f32, {64});
   LaunchSpec a, b;
-  a.constant(1).ptr(x).integer(5);
+  a.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5);
   b = a;
   b.block = {256, 1, 1};
   EXPECT_NE(bind(d, a), bind(d, b));
@@ -192,10 +194,10 @@ TEST(BinderErrors, arityAndKindMismatchesNameTheKernelAndParam) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::f32, {64});
   LaunchSpec few;
-  few.constant(1).ptr(x);
+  few.constant("BLOCK", 1).ptr("x_ptr", x);
   EXPECT_THROW(bind(d, few), BindError);
   LaunchSpec wrong;
-  wrong.constant(1).integer(3).integer(4);
+  wrong.constant("BLOCK", 1).integer("x_ptr", 3).integer("n", 4);
   try {
     bind(d, wrong);
     FAIL();
@@ -203,8 +205,51 @@ TEST(BinderErrors, arityAndKindMismatchesNameTheKernelAndParam) {
     EXPECT_NE(std::string(e.what()).find("x_ptr"), std::string::npos) << e.what();
   }
   LaunchSpec no_constexpr;
-  no_constexpr.ptr(x).integer(4);
+  no_constexpr.ptr("x_ptr", x).integer("n", 4);
   EXPECT_THROW(bind(d, no_constexpr), BindError);
+}
+
+TEST(BinderErrors, argumentsInTheWrongOrderNameBothParameters) {
+  // Two same-typed integers swapped bind silently by position alone; the names catch it.
+  KernelDef d;
+  d.name = "h";
+  d.entry = "h_kernel";
+  d.constexprs = {{"BLOCK_M"}, {"BLOCK_N"}};
+  d.params = {param::integer("num_tokens"), param::integer("hidden")};
+  LaunchSpec ok;
+  ok.constant("BLOCK_M", 16).constant("BLOCK_N", 64).integer("num_tokens", 7).integer("hidden", 4096);
+  EXPECT_NO_THROW(bind(d, ok));
+  LaunchSpec swapped;
+  swapped.constant("BLOCK_M", 16).constant("BLOCK_N", 64).integer("hidden", 4096).integer("num_tokens", 7);
+  try {
+    bind(d, swapped);
+    FAIL() << "swapped integers bound";
+  } catch (const BindError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("kernel 'h'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'hidden'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'num_tokens'"), std::string::npos) << m;
+    EXPECT_NE(m.find("swapped"), std::string::npos) << m;
+  }
+  LaunchSpec swapped_constexprs;
+  swapped_constexprs.constant("BLOCK_N", 64).constant("BLOCK_M", 16).integer("num_tokens", 7).integer("hidden", 1);
+  try {
+    bind(d, swapped_constexprs);
+    FAIL() << "swapped constexprs bound";
+  } catch (const BindError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("constexpr #0"), std::string::npos) << m;
+    EXPECT_NE(m.find("'BLOCK_M'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'BLOCK_N'"), std::string::npos) << m;
+  }
+  LaunchSpec unknown;
+  unknown.constant("BLOCK_M", 16).constant("BLOCK_N", 64).integer("num_token", 7).integer("hidden", 1);
+  try {
+    bind(d, unknown);
+    FAIL() << "a misspelt name bound";
+  } catch (const BindError& e) {
+    EXPECT_NE(std::string(e.what()).find("'num_token' is not a parameter"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ValueClass, representativesAndNames) {
@@ -232,7 +277,7 @@ TEST(JitKeyText, readableFormAndDigestCoverEveryField) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::bf16, {64});
   LaunchSpec s;
-  s.constant(256).ptr(x).integer(1);
+  s.constant("BLOCK", 256).ptr("x_ptr", x).integer("n", 1);
   s.block = {128, 1, 1};
   CompileTarget t;
   t.nvrtc_version = "13.0";
@@ -263,7 +308,7 @@ TEST(JitKeyText, instantiationIsGeneratedFromTheKeyAlone) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::f32, {64}, 4);
   LaunchSpec s;
-  s.constant(64).ptr(x).integer(32);
+  s.constant("BLOCK", 64).ptr("x_ptr", x).integer("n", 32);
   JitKey k = make_jit_key(bind(d, s), CompileTarget{});
   std::string src = instantiation_source(k, "k_test");
   EXPECT_NE(src.find("static constexpr long long BLOCK = 64LL;"), std::string::npos) << src;

@@ -47,7 +47,7 @@ class FakeKernel : public Kernel {
     std::int64_t n = key.get_int("n");
     check_input(n != bad_n, name(), "n", n, " is refused by validate()");
     LaunchSpec s;
-    s.constant(128).integer(n);
+    s.constant("BLOCK", 128).integer("n", n);
     return bind(def_, s);
   }
   std::string describe_warmup_inputs(const CompileKey& key) const override { return str_cat("n=", key.get_int("n")); }

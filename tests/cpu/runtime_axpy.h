@@ -112,8 +112,8 @@ inline LaunchSpec launch_spec(const Args& a) {
   LaunchSpec s;
   s.block = {a.block, 1, 1};
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, (a.n + a.block - 1) / a.block)), 1, 1};
-  s.constant(a.scale).constant(a.block);
-  s.ptr(a.x).ptr(a.y).ptr(a.out).integer(a.n);
+  s.constant("SCALE", a.scale).constant("BLOCK", a.block);
+  s.ptr("x", a.x).ptr("y", a.y).ptr("out", a.out).integer("n", a.n);
   return s;
 }
 
