@@ -2,6 +2,7 @@
 // fused_moe against cuBLAS on the same tokens-per-expert distribution, W13 and W2, bf16 and fp8
 // w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
 // device-to-device copy measured in the same program.
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -9,6 +10,7 @@
 
 #include "bench/bench_util.h"
 #include "kernels/fused_moe/fused_moe.h"
+#include "warmup/error.h"
 
 #ifdef WARMKEY_HAVE_CUBLAS
 #include <cublas_v2.h>
@@ -85,7 +87,8 @@ Layout align(const std::vector<int>& ids, std::int64_t block_m) {
   l.experts.assign(static_cast<std::size_t>((em + block_m - 1) / block_m), -1);
   l.counts.assign(kExperts, 0);
   std::vector<std::vector<int>> groups(kExperts);
-  for (std::int64_t i = 0; i < nv; ++i) groups[static_cast<std::size_t>(ids[static_cast<std::size_t>(i)])].push_back(static_cast<int>(i));
+  for (std::int64_t i = 0; i < nv; ++i)
+    groups[static_cast<std::size_t>(ids[static_cast<std::size_t>(i)])].push_back(static_cast<int>(i));
   std::int64_t pos = 0;
   for (int e = 0; e < kExperts; ++e) {
     const auto& g = groups[static_cast<std::size_t>(e)];
@@ -171,12 +174,41 @@ double cublas_ms(const std::vector<int>& counts, std::int64_t n, std::int64_t k,
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   const double ms = median_ms([&] {
     status = cublasGemmGroupedBatchedEx(cb.handle, ta.data(), tb.data(), m_arr.data(), n_arr.data(), k_arr.data(),
-                                        alpha.data(), dp, CUDA_R_16BF, lda.data(), dp + groups, CUDA_R_16BF,
-                                        ldb.data(), beta.data(), const_cast<void**>(dp + 2 * groups), CUDA_R_16BF,
-                                        ldc.data(), groups, sizes.data(), CUBLAS_COMPUTE_32F);
+                                        alpha.data(), dp, CUDA_R_16BF, lda.data(), dp + groups, CUDA_R_16BF, ldb.data(),
+                                        beta.data(), const_cast<void**>(dp + 2 * groups), CUDA_R_16BF, ldc.data(),
+                                        groups, sizes.data(), CUBLAS_COMPUTE_32F);
   });
   if (status != CUBLAS_STATUS_SUCCESS) {
     *note = str_cat("cublasGemmGroupedBatchedEx status ", static_cast<int>(status));
+    return 0;
+  }
+  return ms;
+}
+
+// The same GEMMs as one cublasGemmEx per expert (cuBLAS picks its best kernel for each size).
+double cublas_loop_ms(const std::vector<int>& counts, std::int64_t n, std::int64_t k, const void* b, void* a_sorted,
+                      void* c_sorted, std::string* note) {
+  static Cublas cb;
+  if (!cb.handle) return 0;
+  const float alpha = 1.0f, beta = 0.0f;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  const double ms = median_ms([&] {
+    std::int64_t row = 0;
+    for (int e = 0; e < kExperts; ++e) {
+      const int c = counts[static_cast<std::size_t>(e)];
+      if (c == 0) continue;
+      const cublasStatus_t st =
+          cublasGemmEx(cb.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), c, static_cast<int>(k), &alpha,
+                       static_cast<const std::uint16_t*>(b) + static_cast<std::int64_t>(e) * n * k, CUDA_R_16BF,
+                       static_cast<int>(k), static_cast<const std::uint16_t*>(a_sorted) + row * k, CUDA_R_16BF,
+                       static_cast<int>(k), &beta, static_cast<std::uint16_t*>(c_sorted) + row * n, CUDA_R_16BF,
+                       static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) status = st;
+      row += c;
+    }
+  });
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    *note = str_cat("cublasGemmEx status ", static_cast<int>(status));
     return 0;
   }
   return ms;
@@ -188,6 +220,7 @@ void BM_expert_gemm(benchmark::State& state) {
   const int layer = static_cast<int>(state.range(0)), quant = static_cast<int>(state.range(1));
   const std::int64_t tokens = state.range(2);
   const int routing = static_cast<int>(state.range(3));
+  const int variant = static_cast<int>(state.range(4));  // 0: the heuristic; 1, 2: alternative tiles
   const std::int64_t n = gemm_n(layer), k = gemm_k(layer), nv = tokens * kTopK;
   const DType d = quant == kFp8 ? DType::f8e4m3 : DType::bf16;
   Device& dev = Device::instance();
@@ -195,7 +228,9 @@ void BM_expert_gemm(benchmark::State& state) {
 
   const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
   const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
-  const FusedMoeTile tile = fused_moe_tile(nv, kExperts, d);
+  FusedMoeTile tile = fused_moe_tile(nv, kExperts, d);
+  if (variant == 1) tile = {128, 128, 128 / dtype_size(d), 8, 8, quant == kFp8 ? 4 : 3};
+  if (variant == 2) tile = {64, 128, 128 / dtype_size(d), 8, 8, 4};
   const Layout layout = align(ids, tile.block_m);
 
   const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
@@ -230,6 +265,7 @@ void BM_expert_gemm(benchmark::State& state) {
     args.num_tokens_post_padded = Tensor::view(DType::i32, post.data(), {1});
   }
   args.top_k = top_k;
+  if (variant != 0) args.tile = tile;
   const FusedMoe kernel;
   kernel.validate(args);
   const LaunchSpec spec = kernel.launch_spec(args);
@@ -256,9 +292,12 @@ void BM_expert_gemm(benchmark::State& state) {
     fill_random(a_sorted.data(), DType::bf16, nv * k, 21);
     DeviceBuffer c_sorted = dev.alloc(static_cast<std::size_t>(nv * n * 2));
     std::string note;
-    const double cb = cublas_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
-    if (cb > 0) {
-      state.counters["cublas_us"] = cb * 1e3;
+    const double grouped = cublas_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    const double loop = cublas_loop_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    state.counters["cublas_grouped_us"] = grouped * 1e3;
+    state.counters["cublas_loop_us"] = loop * 1e3;
+    const double cb = grouped > 0 && loop > 0 ? std::min(grouped, loop) : std::max(grouped, loop);
+    if (cb > 0) {  // the faster of the two cuBLAS ways
       state.counters["cublas_TFLOPS"] = flops / (cb / 1e3) / 1e12;
       state.counters["vs_cublas"] = cb / ms;  // > 1: warmkey is faster
     } else {
@@ -270,12 +309,17 @@ void BM_expert_gemm(benchmark::State& state) {
 }
 
 void args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"layer", "fp8", "T", "skewed"});
+  b->ArgNames({"layer", "fp8", "T", "skewed", "tile"});
   for (int layer : {kW13, kW2}) {
     for (int quant : {kBf16, kFp8}) {
-      for (std::int64_t t : {1, 8, 64, 256}) b->Args({layer, quant, t, kUniform});
+      for (std::int64_t t : {1, 8, 64, 256}) b->Args({layer, quant, t, kUniform, 0});
       for (std::int64_t t : {2048, 8192, 16384}) {
-        for (int r : {kUniform, kSkewed}) b->Args({layer, quant, t, r});
+        for (int r : {kUniform, kSkewed}) b->Args({layer, quant, t, r, 0});
+      }
+      if (const char* v = std::getenv("WARMKEY_BENCH_TILE_VARIANTS"); v && *v == '1') {
+        for (std::int64_t t : {2048, 16384}) {
+          for (int variant : {1, 2}) b->Args({layer, quant, t, kUniform, variant});
+        }
       }
     }
   }

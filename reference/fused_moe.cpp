@@ -17,8 +17,8 @@ void fused_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const Ro
                const std::optional<Eigen::Ref<const RowMatrixXf>>& b_scale,
                const std::optional<Eigen::Ref<const Eigen::VectorXf>>& topk_weights,
                const std::optional<Eigen::Ref<const IndexVector>>& sorted_token_ids,
-               const Eigen::Ref<const IndexVector>& expert_ids, std::int64_t num_tokens_post_padded,
-               std::int64_t top_k, std::int64_t block_m, DType out_dtype) {
+               const Eigen::Ref<const IndexVector>& expert_ids, std::int64_t num_tokens_post_padded, std::int64_t top_k,
+               std::int64_t block_m, DType out_dtype) {
   const Eigen::Index k = a.cols(), n = c.cols(), num_valid = c.rows();
   const Eigen::Index experts = n > 0 ? b.rows() / n : 0;
   const Eigen::Index n_groups = (n + kGroup - 1) / kGroup;
@@ -41,8 +41,10 @@ void fused_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const Ro
       double sum = 0;
       if (a_scale) {
         for (Eigen::Index g = 0; g < k / kGroup; ++g) {
-          const double part = a.row(arow).segment(g * kGroup, kGroup).cast<double>().dot(
-              b.row(brow).segment(g * kGroup, kGroup).cast<double>());
+          const double part = a.row(arow)
+                                  .segment(g * kGroup, kGroup)
+                                  .cast<double>()
+                                  .dot(b.row(brow).segment(g * kGroup, kGroup).cast<double>());
           sum += part * static_cast<double>((*a_scale)(arow, g)) *
                  static_cast<double>((*b_scale)(e * n_groups + col / kGroup, g));
         }
@@ -63,8 +65,8 @@ void fused_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const Ro
   }
   const std::int64_t blocks = num_tokens_post_padded / block_m;
   if (blocks * block_m > sorted_token_ids->size() || blocks > expert_ids.size())
-    throw Error(str_cat("reference fused_moe: num_tokens_post_padded ", num_tokens_post_padded,
-                        " exceeds the layout (", sorted_token_ids->size(), " ids, ", expert_ids.size(), " blocks)"));
+    throw Error(str_cat("reference fused_moe: num_tokens_post_padded ", num_tokens_post_padded, " exceeds the layout (",
+                        sorted_token_ids->size(), " ids, ", expert_ids.size(), " blocks)"));
   for (std::int64_t m = 0; m < blocks; ++m) {
     for (std::int64_t i = 0; i < block_m; ++i) {
       const std::int64_t entry = (*sorted_token_ids)(m * block_m + i);

@@ -26,7 +26,7 @@ void fused_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const Ro
                const std::optional<Eigen::Ref<const RowMatrixXf>>& b_scale,
                const std::optional<Eigen::Ref<const Eigen::VectorXf>>& topk_weights,
                const std::optional<Eigen::Ref<const IndexVector>>& sorted_token_ids,
-               const Eigen::Ref<const IndexVector>& expert_ids, std::int64_t num_tokens_post_padded,
-               std::int64_t top_k, std::int64_t block_m, DType out_dtype);
+               const Eigen::Ref<const IndexVector>& expert_ids, std::int64_t num_tokens_post_padded, std::int64_t top_k,
+               std::int64_t block_m, DType out_dtype);
 
 }  // namespace warmkey::reference

@@ -22,9 +22,9 @@
 
 namespace wk::gemm {
 
-inline constexpr int kRowBytes = 128;   // one k-tile row
-inline constexpr int kChunks = 8;       // 16-byte chunks per row
-inline constexpr int kStepBytes = 32;   // one mma k-step
+inline constexpr int kRowBytes = 128;  // one k-tile row
+inline constexpr int kChunks = 8;      // 16-byte chunks per row
+inline constexpr int kStepBytes = 32;  // one mma k-step
 inline constexpr int kSteps = kRowBytes / kStepBytes;
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -114,6 +114,13 @@ __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], const
   }
 }
 
+// A block scale as a float: f32 as is, a UE8M0 byte x as 2^(x - 127) (x = 0 is the subnormal 2^-127,
+// 255 NaN).
+__device__ __forceinline__ float block_scale(float v) { return v; }
+__device__ __forceinline__ float block_scale(unsigned char x) {
+  return x == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(static_cast<unsigned>(x) << 23);
+}
+
 // The shape of one block's work: BM x BN outputs, WARPS warps laid out WARPS_M x WARPS_N, each
 // owning a (BM / WARPS_M) x (BN / WARPS_N) tile of MI x NI mma tiles (16 x 8).
 template <class T, int BM, int BN, int WARPS, int STAGES>
@@ -138,8 +145,8 @@ struct Tile {
   using Acc = float[kMI][kNI][4];
 
   // One k-tile of the stage at `stage` (shared memory) into acc: kSteps mma k-steps.
-  static __device__ __forceinline__ void compute(const char* stage, float (&acc)[kMI][kNI][4], int warp_m,
-                                                 int warp_n, int lane) {
+  static __device__ __forceinline__ void compute(const char* stage, float (&acc)[kMI][kNI][4], int warp_m, int warp_n,
+                                                 int lane) {
     const unsigned a_base = smem_u32(stage);
     const unsigned b_base = a_base + BM * kRowBytes;
 #pragma unroll
@@ -169,8 +176,8 @@ struct Tile {
   // One k-tile whose partial sums take a per-row factor (block-scaled fp8): the k-tile is summed
   // into fresh fp32 partials, then folded as acc += part * row_scale[mi][row half] * col_scale.
   static __device__ __forceinline__ void compute_scaled(const char* stage, float (&acc)[kMI][kNI][4],
-                                                        const float (&row_scale)[kMI][2], float col_scale,
-                                                        int warp_m, int warp_n, int lane) {
+                                                        const float (&row_scale)[kMI][2], float col_scale, int warp_m,
+                                                        int warp_n, int lane) {
     float part[kMI][kNI][4];
     zero(part);
     compute(stage, part, warp_m, warp_n, lane);

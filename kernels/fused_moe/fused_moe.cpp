@@ -33,20 +33,9 @@ constexpr std::initializer_list<DType> kNaiveIdDTypes = {DType::i32, DType::u32,
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t block_k_of(DType d) { return kRowBytes / dtype_size(d); }
-std::int64_t shared_bytes(const FusedMoeTile& t) { return t.stages * (t.block_m + t.block_n) * kRowBytes + t.block_m * 4; }
-
-// The launch-argument names, in signature order (the named LaunchSpec API, locally).
-class Named {
- public:
-  explicit Named(LaunchSpec& s) : s_(s) {}
-  Named& constant(std::string_view, std::int64_t v) { return s_.constant(v), *this; }
-  Named& ptr(std::string_view, const Tensor& t) { return s_.ptr(t), *this; }
-  Named& ptr(std::string_view, const std::optional<Tensor>& t) { return s_.ptr(t), *this; }
-  Named& integer(std::string_view, __int128 v) { return s_.integer(v), *this; }
-
- private:
-  LaunchSpec& s_;
-};
+std::int64_t shared_bytes(const FusedMoeTile& t) {
+  return t.stages * (t.block_m + t.block_n) * kRowBytes + t.block_m * 4;
+}
 
 // Why a tile cannot run, or "" (the warp layout rule of device/gemm.cuh's Tile).
 std::string tile_problem(const FusedMoeTile& t, DType dtype) {
@@ -227,8 +216,8 @@ std::vector<std::int64_t> FusedMoeTuning::boundaries(std::int64_t n, std::int64_
   const Buckets* b = buckets(n, k, dtype);
   if (b == nullptr) return out;
   for (auto it = b->begin(); std::next(it) != b->end(); ++it) {
-    out.push_back(it->first);                                   // an exact bucket
-    out.push_back((it->first + std::next(it)->first) / 2);      // the last T that still picks it
+    out.push_back(it->first);                               // an exact bucket
+    out.push_back((it->first + std::next(it)->first) / 2);  // the last T that still picks it
   }
   if (!b->empty()) out.push_back(b->rbegin()->first);
   return out;
@@ -264,7 +253,8 @@ FusedMoeTile FusedMoe::tile_of(const Args& a) {
 std::vector<FusedMoe::Gemm> FusedMoe::config_gemms(const ModelConfig& c) {
   std::vector<Gemm> out;
   auto both = [&](DType dtype, std::optional<DType> scale) {
-    out.push_back({2 * c.moe_intermediate_size, c.hidden_size, c.num_experts_per_tok, false, dtype, c.act_dtype, scale});
+    out.push_back(
+        {2 * c.moe_intermediate_size, c.hidden_size, c.num_experts_per_tok, false, dtype, c.act_dtype, scale});
     out.push_back({c.hidden_size, c.moe_intermediate_size, 1, true, dtype, c.act_dtype, scale});
   };
   const auto& formats = c.expert_weight_formats;
@@ -314,10 +304,11 @@ std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
       const std::vector<DType> id_dtypes = naive ? config.index_dtypes : std::vector<DType>{DType::i32};
       for (std::int64_t nv : nv_reps) {
         for (DType ids : id_dtypes) {
-          const std::vector<std::int64_t> ems = naive ? std::vector<std::int64_t>{nv} : std::vector<std::int64_t>{16, 2};
+          const std::vector<std::int64_t> ems =
+              naive ? std::vector<std::int64_t>{nv} : std::vector<std::int64_t>{16, 2};
           for (std::int64_t em : ems)
-            rows.push_back({naive, ids, em, nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m, tile.warps,
-                            tile.stages});
+            rows.push_back(
+                {naive, ids, em, nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m, tile.warps, tile.stages});
         }
       }
     }
@@ -384,10 +375,10 @@ void FusedMoe::validate(const Args& a) const {
 
   // fp8 scales
   const bool fp8 = dtype == DType::f8e4m3;
-  check_input(a.a_scale.has_value() == fp8, kName, "a_scale", fp8 ? "missing: fp8 operands need block scales"
-                                                                  : "given, but only fp8 operands take scales");
-  check_input(a.b_scale.has_value() == fp8, kName, "b_scale", fp8 ? "missing: fp8 operands need block scales"
-                                                                  : "given, but only fp8 operands take scales");
+  check_input(a.a_scale.has_value() == fp8, kName, "a_scale",
+              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
+  check_input(a.b_scale.has_value() == fp8, kName, "b_scale",
+              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
   if (fp8) {
     checks::dtype_in(kName, "a_scale", *a.a_scale, kScaleDTypes);
     checks::dense(kName, "a_scale", *a.a_scale, 2);
@@ -434,9 +425,8 @@ void FusedMoe::validate(const Args& a) const {
                 " is below M * top_k + E * (BLOCK_M - 1) = ", need, " (moe_align's capacity) or exceeds i32");
     checks::dtype_in(kName, "expert_ids", a.expert_ids, {DType::i32});
     checks::dense(kName, "expert_ids", a.expert_ids, 1);
-    check_input(a.expert_ids.size(0) >= ceil_div(em, tile.block_m), kName, "expert_ids", "holds ",
-                a.expert_ids.size(0), " blocks (", a.expert_ids.meta(), "), fewer than ceil(EM / BLOCK_M) = ",
-                ceil_div(em, tile.block_m));
+    check_input(a.expert_ids.size(0) >= ceil_div(em, tile.block_m), kName, "expert_ids", "holds ", a.expert_ids.size(0),
+                " blocks (", a.expert_ids.meta(), "), fewer than ceil(EM / BLOCK_M) = ", ceil_div(em, tile.block_m));
     checks::dtype_in(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, {DType::i32});
     checks::dense(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, 1);
     checks::dim_is(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, 0, 1, "one count");
@@ -490,8 +480,8 @@ FusedMoeArgs FusedMoe::warmup_inputs(const CompileKey& key) const {
     if (rep(cand * top_k) == want_nv) m = cand;
   }
   if (m == 0)
-    fail_input(kName, "num_valid", "no row count M in [1, 64] gives M * top_k (top_k ", top_k, ") the class ",
-               want_nv, " (", key, ")");
+    fail_input(kName, "num_valid", "no row count M in [1, 64] gives M * top_k (top_k ", top_k, ") the class ", want_nv,
+               " (", key, ")");
   const std::int64_t num_valid = m * top_k;
   std::int64_t em = num_valid;
   if (!naive) {  // the smallest capacity >= moe_align's with the key's class
@@ -537,8 +527,7 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(m_blocks, 1) * ceil_div(n, tile.block_n)), 1, 1};
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
-  Named(s)
-      .constant("N", n)
+  s.constant("N", n)
       .constant("K", k)
       .constant("TOP_K", a.top_k)
       .constant("BLOCK_M", tile.block_m)

@@ -25,14 +25,16 @@
 // - Epilogue straight from the accumulators: (acc + bias) * w, rounded once to the output dtype;
 //   pairs of columns are stored together when C is 16-byte aligned (its row stride is validated).
 template <class S>
-__global__ void __launch_bounds__(32 * S::WARPS) fused_moe_kernel(
-    const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c, const typename S::bias_t* bias,
-    const typename S::a_scale_t* a_scale, const typename S::b_scale_t* b_scale,
-    const typename S::topk_weights_t* topk_weights, const typename S::sorted_token_ids_t* sorted_token_ids,
-    const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
-    typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
-    typename S::stride_am_t stride_am, typename S::stride_be_t stride_be, typename S::stride_bn_t stride_bn,
-    typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias) {
+__global__ void __launch_bounds__(32 * S::WARPS)
+    fused_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c,
+                     const typename S::bias_t* bias, const typename S::a_scale_t* a_scale,
+                     const typename S::b_scale_t* b_scale, const typename S::topk_weights_t* topk_weights,
+                     const typename S::sorted_token_ids_t* sorted_token_ids, const typename S::expert_ids_t* expert_ids,
+                     const typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::em_t em,
+                     typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+                     typename S::stride_am_t stride_am, typename S::stride_be_t stride_be,
+                     typename S::stride_bn_t stride_bn, typename S::stride_cm_t stride_cm,
+                     typename S::stride_bias_t stride_bias) {
   using T = typename S::a_t;
   using out_t = typename S::c_t;
   constexpr int kN = static_cast<int>(S::N);
@@ -50,8 +52,8 @@ __global__ void __launch_bounds__(32 * S::WARPS) fused_moe_kernel(
   constexpr bool kMulWeight = !S::topk_weights_none;
   constexpr int kNumPidN = (kN + kBN - 1) / kBN;
   constexpr int kKTiles = kK / Cfg::kElemsPerRow;
-  constexpr int kScaleCols = kK / 128;             // fp8: k-groups per row of a_scale / b_scale
-  constexpr int kScaleRowsB = (kN + 127) / 128;    // fp8: n-groups of b_scale
+  constexpr int kScaleCols = kK / 128;           // fp8: k-groups per row of a_scale / b_scale
+  constexpr int kScaleRowsB = (kN + 127) / 128;  // fp8: n-groups of b_scale
   static_assert(S::BLOCK_K == Cfg::kElemsPerRow, "fused_moe: BLOCK_K is one 128-byte row of elements");
   static_assert(kK % Cfg::kElemsPerRow == 0, "fused_moe: K is a whole number of k-tiles");
   static_assert(!kFp8 || (128 % kBN == 0 && !S::a_scale_none && !S::b_scale_none),
@@ -166,27 +168,18 @@ __global__ void __launch_bounds__(32 * S::WARPS) fused_moe_kernel(
         scale_row[mi][h] = entry >= 0 ? (entry / kTopK) * kScaleCols : -1;
       }
     const typename S::b_scale_t* b_scale_row = b_scale + (e * kScaleRowsB + n0 / 128) * kScaleCols;
-    auto scale_value = [](auto v) -> float {
-      if constexpr (sizeof(v) == 1) {
-        const unsigned x = static_cast<unsigned>(v);
-        return x == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(x << 23);  // 2^(x - 127)
-      } else {
-        return static_cast<float>(v);
-      }
-    };
     Cfg::pipeline(smem, kKTiles, load, [&](const char* stage, int kt) {
       float sa[kMI][2];
 #pragma unroll
       for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          sa[mi][h] = scale_row[mi][h] >= 0 ? scale_value(__ldg(a_scale + scale_row[mi][h] + kt)) : 0.0f;
-      const float sb = scale_value(__ldg(b_scale_row + kt));
+          sa[mi][h] = scale_row[mi][h] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + scale_row[mi][h] + kt)) : 0.0f;
+      const float sb = wk::gemm::block_scale(__ldg(b_scale_row + kt));
       Cfg::compute_scaled(stage, acc, sa, sb, warp_m, warp_n, lane);
     });
   } else {
-    Cfg::pipeline(smem, kKTiles, load,
-                  [&](const char* stage, int) { Cfg::compute(stage, acc, warp_m, warp_n, lane); });
+    Cfg::pipeline(smem, kKTiles, load, [&](const char* stage, int) { Cfg::compute(stage, acc, warp_m, warp_n, lane); });
   }
 
   // Epilogue: (acc + bias) * w, rounded once, stored by column pairs.

@@ -198,17 +198,21 @@ TEST(FusedMoeTuning, badFilesGetErrorsNamingTheEntry) {
       {tuned_file("N=256,K=100,dtype=bf16", str_cat(R"({"1": )", kTile16, "}")), "K=100"},
       {tuned_file(shape, str_cat(R"({"zero": )", kTile16, "}")), "positive token counts"},
       {tuned_file(shape, R"({"1": {"BLOCK_SIZE_M": 16}})"), "'BLOCK_SIZE_N' missing"},
-      {tuned_file(shape,
-                  R"({"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}})"),
+      {tuned_file(
+           shape,
+           R"({"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}})"),
        "block_k 128 must be 64"},
-      {tuned_file(shape,
-                  R"({"1": {"BLOCK_SIZE_M": 48, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}})"),
+      {tuned_file(
+           shape,
+           R"({"1": {"BLOCK_SIZE_M": 48, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}})"),
        "block_m 48"},
-      {tuned_file(shape,
-                  R"({"1": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 8, "num_stages": 8}})"),
+      {tuned_file(
+           shape,
+           R"({"1": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 8, "num_stages": 8}})"),
        "shared memory"},
-      {tuned_file(shape,
-                  R"({"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3, "waves": 2}})"),
+      {tuned_file(
+           shape,
+           R"({"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3, "waves": 2}})"),
        "unknown field 'waves'"},
   };
   for (const auto& c : cases) {
@@ -281,19 +285,55 @@ TEST(FusedMoeValidation, errorsNameKernelFieldAndValue) {
   const std::int64_t strided_sizes[] = {5, 256};
   const std::int64_t bad_stride[] = {260, 1};
   const std::vector<std::tuple<const char*, std::function<void(FusedMoeArgs&)>, const char*, const char*>> cases = {
-      {"a dtype", [](auto& a) { a.a = Tensor::meta(DType::i32, {5, 256}); }, "a", "i32"},
-      {"a K not a multiple of 128", [](auto& a) { a.a = Tensor::meta(DType::bf16, {5, 200}); }, "a", "size 200"},
+      {"a dtype",
+       [](auto& a) {
+         a.a = Tensor::meta(DType::i32, {5, 256});
+       },
+       "a", "i32"},
+      {"a K not a multiple of 128",
+       [](auto& a) {
+         a.a = Tensor::meta(DType::bf16, {5, 200});
+       },
+       "a", "K = 200"},
       {"a row stride", [&](auto& a) { a.a = Tensor::meta_strided(DType::bf16, strided_sizes, bad_stride); }, "a",
        "row stride 260"},
-      {"b dtype", [](auto& a) { a.b = Tensor::meta(DType::f16, {4, 64, 256}); }, "b", "f16"},
-      {"b misaligned", [](auto& a) { a.b = Tensor::meta(DType::bf16, {4, 64, 256}, 2); }, "b", "16-byte aligned"},
-      {"b N", [](auto& a) { a.b = Tensor::meta(DType::bf16, {4, 60, 256}); }, "b", "N = 60"},
-      {"c rows", [](auto& a) { a.c = Tensor::meta(DType::bf16, {9, 64}); }, "c", "size 9"},
-      {"c dtype", [](auto& a) { a.c = Tensor::meta(DType::f8e4m3, {10, 64}); }, "c", "f8e4m3"},
-      {"scales without fp8", [](auto& a) { a.a_scale = Tensor::meta(DType::f32, {5, 2}); }, "a_scale", "given"},
+      {"b dtype",
+       [](auto& a) {
+         a.b = Tensor::meta(DType::f16, {4, 64, 256});
+       },
+       "b", "f16"},
+      {"b misaligned",
+       [](auto& a) {
+         a.b = Tensor::meta(DType::bf16, {4, 64, 256}, 2);
+       },
+       "b", "16-byte aligned"},
+      {"b N",
+       [](auto& a) {
+         a.b = Tensor::meta(DType::bf16, {4, 60, 256});
+       },
+       "b", "N = 60"},
+      {"c rows",
+       [](auto& a) {
+         a.c = Tensor::meta(DType::bf16, {9, 64});
+       },
+       "c", "size 9"},
+      {"c dtype",
+       [](auto& a) {
+         a.c = Tensor::meta(DType::f8e4m3, {10, 64});
+       },
+       "c", "f8e4m3"},
+      {"scales without fp8",
+       [](auto& a) {
+         a.a_scale = Tensor::meta(DType::f32, {5, 2});
+       },
+       "a_scale", "given"},
       {"top_k", [](auto& a) { a.top_k = 0; }, "top_k", "0"},
       {"weights count", [](auto& a) { a.topk_weights = Tensor::meta(DType::f32, {9}); }, "topk_weights", "holds 9"},
-      {"bias shape", [](auto& a) { a.bias = Tensor::meta(DType::bf16, {4, 32}); }, "bias", "size 32"},
+      {"bias shape",
+       [](auto& a) {
+         a.bias = Tensor::meta(DType::bf16, {4, 32});
+       },
+       "bias", "size 32"},
       {"sorted too short", [](auto& a) { a.sorted_token_ids = Tensor::meta(DType::i32, {20}); }, "sorted_token_ids",
        "length 20"},
       {"expert_ids too short", [](auto& a) { a.expert_ids = Tensor::meta(DType::i32, {2}); }, "expert_ids", "holds 2"},

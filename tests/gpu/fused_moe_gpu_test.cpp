@@ -9,6 +9,7 @@
 #include "tests/support/device.h"
 #include "tests/support/fused_moe_case.h"
 #include "tests/support/numeric.h"
+#include "warmup/error.h"
 
 namespace warmkey::test {
 
@@ -69,8 +70,9 @@ std::vector<FusedMoeCase> all_cases() {
     }
   }
   // Output dtypes other than the operands'.
-  for (Operands o : {Operands{DType::bf16, DType::f32, {}}, Operands{DType::f16, DType::bf16, {}},
-                     Operands{DType::f8e4m3, DType::f32, DType::ue8m0}, Operands{DType::f8e4m3, DType::f16, DType::f32}}) {
+  for (Operands o :
+       {Operands{DType::bf16, DType::f32, {}}, Operands{DType::f16, DType::bf16, {}},
+        Operands{DType::f8e4m3, DType::f32, DType::ue8m0}, Operands{DType::f8e4m3, DType::f16, DType::f32}}) {
     FusedMoeCase p;
     p.num_tokens = 100;
     p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
