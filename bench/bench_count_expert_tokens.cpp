@@ -14,7 +14,8 @@ void BM_count_expert_tokens(benchmark::State& state) {
   if (!device_or_skip(state)) return;
   const std::int64_t t = state.range(0);
   const std::size_t ids_bytes = padded(t * kTopK * 4), counts_bytes = padded(kLocalExperts * 4);
-  const std::size_t set_bytes = ids_bytes + counts_bytes;
+  const std::size_t workspace_bytes = padded(count_expert_tokens_workspace_size(kLocalExperts) * 4);
+  const std::size_t set_bytes = ids_bytes + counts_bytes + workspace_bytes;
   const std::size_t sets = rotating_sets(set_bytes);
   Device& dev = Device::instance();
   DeviceBuffer pool = dev.alloc(set_bytes * sets);
@@ -22,8 +23,12 @@ void BM_count_expert_tokens(benchmark::State& state) {
   std::vector<std::int32_t> ids(static_cast<std::size_t>(t * kTopK));
   std::mt19937 rng(7);
   for (auto& id : ids) id = static_cast<std::int32_t>(rng() % kLocalExperts);
-  for (std::size_t i = 0; i < sets; ++i)
-    dev.copy_to_device(static_cast<std::uint8_t*>(pool.data()) + i * set_bytes, ids.data(), ids.size() * 4);
+  const std::vector<std::int32_t> zeros(workspace_bytes / 4, 0);  // the workspace starts (and stays) zero
+  for (std::size_t i = 0; i < sets; ++i) {
+    auto* base = static_cast<std::uint8_t*>(pool.data()) + i * set_bytes;
+    dev.copy_to_device(base, ids.data(), ids.size() * 4);
+    dev.copy_to_device(base + ids_bytes + counts_bytes, zeros.data(), workspace_bytes);
+  }
 
   const CountExpertTokens kernel;
   std::vector<CountExpertTokensArgs> args(sets);  // sized once: the prepared specs point into it
@@ -32,6 +37,8 @@ void BM_count_expert_tokens(benchmark::State& state) {
     auto* base = static_cast<std::uint8_t*>(pool.data()) + i * set_bytes;
     args[i].topk_ids = Tensor::view(DType::i32, base, {t, kTopK});
     args[i].counts = Tensor::view(DType::i32, base + ids_bytes, {kLocalExperts});
+    args[i].workspace =
+        Tensor::view(DType::i32, base + ids_bytes + counts_bytes, {count_expert_tokens_workspace_size(kLocalExperts)});
     kernel.validate(args[i]);
     LaunchSpec spec = kernel.launch_spec(args[i]);
     launches.push_back({bind(kernel.def(), spec), spec});

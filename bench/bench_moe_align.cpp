@@ -1,7 +1,7 @@
-// moe_align throughput for T tokens of K = 6 i32 ids over 256 experts, BLOCK_M = 16 and 64:
-// tokens/s, effective GB/s and its ratio to a measured device-to-device copy, rotating input
-// sets (no L2 reuse), CUDA-event timing. One block does the whole sort (deterministic order, no
-// grid-wide synchronisation): expect single-SM bandwidth, not the card's.
+// moe_align throughput for T tokens of K = 6 i32 ids over E = 256 and 384 experts, BLOCK_M = 16,
+// 64 and 128: tokens/s, effective GB/s and its ratio to a measured device-to-device copy, rotating
+// input sets (no L2 reuse), CUDA-event timing. Up to 2048 entries one block does the whole sort;
+// above, up to 32 blocks each count the whole batch and place their own range (moe_align.cuh).
 #include <random>
 
 #include "bench/bench_util.h"
@@ -10,11 +10,11 @@
 namespace warmkey::bench {
 namespace {
 
-constexpr std::int64_t kTopK = 6, kExperts = 256;
+constexpr std::int64_t kTopK = 6;
 
 void BM_moe_align(benchmark::State& state) {
   if (!device_or_skip(state)) return;
-  const std::int64_t t = state.range(0), m = state.range(1), numel = t * kTopK;
+  const std::int64_t t = state.range(0), m = state.range(1), kExperts = state.range(2), numel = t * kTopK;
   const std::int64_t sorted = moe_align_sorted_size(numel, kExperts, m),
                      blocks = moe_align_max_blocks(numel, kExperts, m);
   const std::size_t ids_bytes = padded(numel * 4), sorted_bytes = padded(sorted * 4), blocks_bytes = padded(blocks * 4),
@@ -54,8 +54,8 @@ void BM_moe_align(benchmark::State& state) {
 
 BENCHMARK(BM_d2d_copy)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_moe_align)
-    ->ArgNames({"T", "BLOCK_M"})
-    ->ArgsProduct({{1, 64, 8192, 65536}, {16, 64}})
+    ->ArgNames({"T", "BLOCK_M", "E"})
+    ->ArgsProduct({{1, 64, 8192, 65536}, {16, 64, 128}, {256, 384}})
     ->UseManualTime()
     ->Iterations(kTimedBatches)
     ->Repetitions(5)

@@ -26,6 +26,7 @@ class CountExpertTokensReplay : public ContractReplayAdapter<CountExpertTokensAr
         a.topk_ids = batch_view(ids, {t, k}, off);
         if (map) a.expert_map = Tensor::meta(DType::i32, {physical});
         a.counts = Tensor::meta(DType::i32, {local});
+        a.workspace = Tensor::meta(DType::i32, {count_expert_tokens_workspace_size(local)});
 
         CountExpertTokensCase p;
         p.num_tokens = t;

@@ -143,7 +143,7 @@ std::vector<Mutant> count_expert_tokens_mutants() {
        k,
        7,
        "the KernelDef lists counts first and topk_ids third while the device entry reads the ids first",
-       {"PC"},
+       {"P5", "PC"},
        "",
        true,
        make_mutant<SignatureSwapsIdsAndCounts>()},

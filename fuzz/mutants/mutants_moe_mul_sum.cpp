@@ -206,7 +206,7 @@ std::vector<Mutant> moe_mul_sum_mutants() {
        k,
        7,
        "the KernelDef lists out first and x fifth while the device entry reads x first",
-       {"PC"},
+       {"P5", "PC"},
        "",
        true,
        make_mutant<SignatureSwapsXAndOut>()},
