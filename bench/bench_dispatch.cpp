@@ -72,7 +72,7 @@ MoeMulSumArgs real_mul_sum(const MoeMulSumArgs& m, std::vector<HostStorage>& s) 
 }
 
 CountExpertTokensArgs real_count(const CountExpertTokensArgs& m, std::vector<HostStorage>& s) {
-  CountExpertTokensArgs a{realize(m.topk_ids, s[0]), std::nullopt, realize(m.counts, s[1])};
+  CountExpertTokensArgs a{realize(m.topk_ids, s[0]), std::nullopt, realize(m.counts, s[1]), realize(m.workspace, s[3])};
   if (m.expert_map) a.expert_map = realize(*m.expert_map, s[2]);
   return a;
 }

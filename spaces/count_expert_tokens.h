@@ -36,6 +36,7 @@ struct CountExpertTokensSpace {
     if (c.ep_size > 1 && d.flag("has_expert_map"))
       a.expert_map = Tensor::meta(DType::i32, {c.num_physical_experts()}, d.align("expert_map", DType::i32));
     a.counts = Tensor::meta(DType::i32, {c.num_local_experts()}, d.align("counts", DType::i32));
+    a.workspace = Tensor::meta(DType::i32, {count_expert_tokens_workspace_size(c.num_local_experts())});
     return a;
   }
 
@@ -54,6 +55,7 @@ struct CountExpertTokensSpace {
         a.topk_ids = batch_view(ids, {t, k}, off);
         if (map) a.expert_map = Tensor::meta(DType::i32, {c.num_physical_experts()});
         a.counts = Tensor::meta(DType::i32, {c.num_local_experts()});
+        a.workspace = Tensor::meta(DType::i32, {count_expert_tokens_workspace_size(c.num_local_experts())});
         out.push_back({str_cat(ids_label(ids), map ? str_cat(", EP map of rank ", b.ep_rank) : ", local ids"), a});
       }
     }

@@ -79,6 +79,8 @@ CountExpertTokensArgs CountExpertTokensOracle::device_args(const NumericCase& c,
   a.topk_ids = dev.upload(c.input("topk_ids"));
   if (const HostTensor* map = c.find_input("expert_map")) a.expert_map = dev.upload(*map);
   a.counts = dev.poisoned(c.expected_output("counts"));
+  const std::int64_t local = c.expected_output("counts").numel();
+  a.workspace = dev.upload(HostTensor::zeros("workspace", DType::i32, {count_expert_tokens_workspace_size(local)}));
   return a;
 }
 

@@ -61,6 +61,10 @@ void fill_row(CaseRng& rng, HostTensor& logits, std::int64_t t, std::int64_t e, 
     }
   } else if (kind < 0.37) {  // above the softplus cut-off
     for (std::int64_t i = 0; i < e; ++i) logits.set_float(base + i, static_cast<float>(rng.uniform(18, 26)));
+  } else if (kind < 0.43) {  // a cluster at the top within the kernel's filter slack (more or fewer than 32)
+    const std::int64_t n = std::min<std::int64_t>(e, rng.uniform_int(4, 48));
+    for (std::int64_t j = 0; j < n; ++j)
+      logits.set_float(base + rng.uniform_int(0, e - 1), static_cast<float>(6.0 + rng.uniform(-2e-3, 2e-3)));
   }
   // Padding elements of a strided view: a kernel that reads them would select them.
   for (std::int64_t i = e; i < stride; ++i) logits.set_float(base + i, 1e30f);

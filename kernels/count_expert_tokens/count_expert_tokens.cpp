@@ -1,6 +1,7 @@
 // count_expert_tokens contract: signature, validation, dispatch, warmup enumeration and launch.
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "kernels/builtin.h"
@@ -35,6 +36,12 @@ std::int64_t count_expert_tokens_block_size(std::int64_t numel) {
   return block;
 }
 
+std::int64_t count_expert_tokens_grid(std::int64_t numel) {
+  return std::max<std::int64_t>(1, (numel + kCountExpertTokensIdsPerBlock - 1) / kCountExpertTokensIdsPerBlock);
+}
+
+std::int64_t count_expert_tokens_workspace_size(std::int64_t num_local_experts) { return num_local_experts + 1; }
+
 std::vector<std::int64_t> count_expert_tokens_boundaries() {
   std::vector<std::int64_t> cuts;
   for (std::int64_t b = 1; b <= kMaxBlock; b *= 2) cuts.push_back(b);
@@ -46,13 +53,14 @@ const KernelDef& CountExpertTokens::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{std::string(kName),
-                             "count_expert_tokens/count_expert_tokens.cuh",
-                             "count_expert_tokens_kernel",
-                             {{"BLOCK_SIZE"}},
-                             {in("topk_ids"), in("expert_map", kNoSpec), out("counts", kNoSpec), integer("numel"),
-                              integer("num_local_experts"), integer("num_experts", kNoSpec)},
-                             &kernel_sources()};
+  static const KernelDef def{
+      std::string(kName),
+      "count_expert_tokens/count_expert_tokens.cuh",
+      "count_expert_tokens_kernel",
+      {{"BLOCK_SIZE"}},
+      {in("topk_ids"), in("expert_map", kNoSpec), out("counts", kNoSpec), out("workspace", kNoSpec), integer("numel"),
+       integer("num_local_experts"), integer("num_experts", kNoSpec)},
+      &kernel_sources()};
   return def;
 }
 
@@ -100,6 +108,12 @@ void CountExpertTokens::validate(const Args& a) const {
   checks::rank(kName, "counts", a.counts, 1);
   checks::dim_in(kName, "counts", a.counts, 0, 1, kMaxLocalExperts, "one shared-memory bin per local expert");
   checks::dense(kName, "counts", a.counts, 1);
+
+  checks::dtype_in(kName, "workspace", a.workspace, {DType::i32});
+  checks::rank(kName, "workspace", a.workspace, 1);
+  checks::dim_in(kName, "workspace", a.workspace, 0, count_expert_tokens_workspace_size(a.counts.size(0)),
+                 std::numeric_limits<std::int32_t>::max(), "E_local accumulators and a ticket");
+  checks::dense(kName, "workspace", a.workspace, 1);
 }
 
 CompileKey CountExpertTokens::dispatch(const Args& a) const {
@@ -121,6 +135,7 @@ CountExpertTokensArgs CountExpertTokens::warmup_inputs(const CompileKey& key) co
   a.topk_ids = Tensor::meta(ids_dtype, {numel_for(key)}, key.get_bool("ids_aligned") ? 0 : dtype_size(ids_dtype));
   if (key.get_bool("has_expert_map")) a.expert_map = Tensor::meta(DType::i32, {kWarmupMapExperts});
   a.counts = Tensor::meta(DType::i32, {local_experts});
+  a.workspace = Tensor::meta(DType::i32, {count_expert_tokens_workspace_size(local_experts)});
   return a;
 }
 
@@ -130,11 +145,12 @@ LaunchSpec CountExpertTokens::launch_spec(const Args& a) const {
   const std::int64_t block = count_expert_tokens_block_size(numel);
   LaunchSpec s;
   s.skip = numel == 0;
-  s.grid = {1, 1, 1};
+  s.grid = {static_cast<unsigned>(count_expert_tokens_grid(numel)), 1, 1};
   s.block = {static_cast<unsigned>(block), 1, 1};
   s.shared_bytes = static_cast<unsigned>(local_experts * sizeof(std::int32_t));
   s.constant("BLOCK_SIZE", block);
   s.ptr("topk_ids", a.topk_ids).ptr("expert_map", a.expert_map).ptr("counts", a.counts);
+  s.ptr("workspace", a.workspace);
   s.integer("numel", numel).integer("num_local_experts", local_experts);
   s.integer("num_experts", a.expert_map ? a.expert_map->size(0) : 0);
   return s;
@@ -142,7 +158,8 @@ LaunchSpec CountExpertTokens::launch_spec(const Args& a) const {
 
 std::string CountExpertTokens::describe(const Args& a) const {
   return str_cat("topk_ids=", a.topk_ids.meta(),
-                 " expert_map=", a.expert_map ? a.expert_map->meta().to_string() : "none", " counts=", a.counts.meta());
+                 " expert_map=", a.expert_map ? a.expert_map->meta().to_string() : "none", " counts=", a.counts.meta(),
+                 " workspace=", a.workspace.meta());
 }
 
 }  // namespace warmkey

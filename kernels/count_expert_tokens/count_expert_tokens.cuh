@@ -4,29 +4,54 @@
 #include "device/common.cuh"
 
 // NOTES:
-// - One block of BLOCK_SIZE threads (BLOCK_SIZE = next_pow2(min(numel, 1024)), from the key)
-//   builds the histogram in shared memory (num_local_experts ints of dynamic shared memory) and
-//   writes every bin, so counts needs no zeroing before the launch.
+// - BLOCK_SIZE threads a block (BLOCK_SIZE = next_pow2(min(numel, 1024)), from the key); the grid
+//   is count_expert_tokens_grid(numel) blocks (host), each over a contiguous range of
+//   COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ids (the last block: the rest), histogrammed in shared memory
+//   (num_local_experts ints of dynamic shared memory).
+// - One block (numel <= COUNT_EXPERT_TOKENS_IDS_PER_BLOCK) writes every bin of counts itself: no
+//   zeroing before the launch, no workspace access. Several blocks imply BLOCK_SIZE == 1024, so the
+//   keys of smaller blocks compile the one-block path alone (NVRTC time: every key pays for its code).
+// - Several blocks, one launch, no zeroed output: each block adds its non-zero bins into
+//   workspace[0, E_local) (global atomics), then takes a ticket (workspace[E_local], atomicAdd
+//   after a __threadfence). The block that draws the last ticket (gridDim.x - 1) has seen every
+//   other block's additions (they fenced before their tickets): it copies workspace[e] into
+//   counts[e] and writes the workspace back to zero, ticket included. The workspace is therefore
+//   zero before and after every launch: the caller zero-fills it once when allocating it and
+//   must not share it between launches that may run concurrently (one workspace per stream).
 // - An id counts when it is in range (0 <= id < num_experts) and, with an expert map, when
 //   expert_map[id] is a local expert (0 <= local < num_local_experts); -1 ids, u32 0xffffffff and
 //   unmapped experts (-1 in the map) are skipped. The id is checked before the map is read.
 // - With an aligned id pointer the ids are read 16 bytes per thread and step; numel_class == 16
-//   means no ragged tail (16 is a multiple of every vector width here).
+//   means no ragged tail (16 divides COUNT_EXPERT_TOKENS_IDS_PER_BLOCK and is a multiple of every
+//   vector width here, so every block's range starts 16-byte aligned).
+#define COUNT_EXPERT_TOKENS_IDS_PER_BLOCK 4096
+
 template <class S>
 __global__ void __launch_bounds__(S::BLOCK_SIZE)
     count_expert_tokens_kernel(const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
-                               typename S::counts_t* counts, typename S::numel_t numel,
-                               typename S::num_local_experts_t num_local_experts,
+                               typename S::counts_t* counts, typename S::workspace_t* workspace,
+                               typename S::numel_t numel, typename S::num_local_experts_t num_local_experts,
                                typename S::num_experts_t num_experts) {
   using id_t = typename S::topk_ids_t;
   constexpr int kThreads = static_cast<int>(S::BLOCK_SIZE);
   constexpr bool kHasMap = !S::expert_map_none;
   constexpr int kVec = wk::kVec16<id_t>;
+  static_assert(COUNT_EXPERT_TOKENS_IDS_PER_BLOCK % 16 == 0, "count_expert_tokens: blocks start 16-byte aligned");
 
   extern __shared__ int bins[];
-  const long long n = WARMKEY_INT(S, numel);
+  __shared__ bool last;
+  const long long n_all = WARMKEY_INT(S, numel);
   const long long local_experts = WARMKEY_INT(S, num_local_experts);
   const long long id_bound = kHasMap ? static_cast<long long>(num_experts) : local_experts;
+  // Several blocks only when numel > COUNT_EXPERT_TOKENS_IDS_PER_BLOCK, hence BLOCK_SIZE == 1024:
+  // the keys of smaller blocks compile the one-block path alone.
+  constexpr bool kMayShare = kThreads == 1024;
+  const bool shared = kMayShare && gridDim.x > 1;
+  const long long begin = shared ? static_cast<long long>(blockIdx.x) * COUNT_EXPERT_TOKENS_IDS_PER_BLOCK : 0;
+  const long long n =
+      !shared ? n_all
+              : (n_all - begin < COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ? n_all - begin : COUNT_EXPERT_TOKENS_IDS_PER_BLOCK);
+  const id_t* block_ids = topk_ids + begin;
 
   for (long long e = threadIdx.x; e < local_experts; e += kThreads) bins[e] = 0;
   __syncthreads();
@@ -43,7 +68,7 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
 
   long long scalar_from = 0;
   if constexpr (S::topk_ids_aligned) {
-    const id_t* ids = static_cast<const id_t*>(__builtin_assume_aligned(topk_ids, 16));
+    const id_t* ids = static_cast<const id_t*>(__builtin_assume_aligned(block_ids, 16));
     const long long vectors = n / kVec;
 #pragma unroll 4
     for (long long i = threadIdx.x; i < vectors; i += kThreads) {
@@ -55,9 +80,28 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
     scalar_from = vectors * kVec;
   }
   if constexpr (!(S::topk_ids_aligned && S::numel_class == 16)) {  // else the vectors covered all ids
-    for (long long i = scalar_from + threadIdx.x; i < n; i += kThreads) count(wk::to_index(__ldg(topk_ids + i)));
+    for (long long i = scalar_from + threadIdx.x; i < n; i += kThreads) count(wk::to_index(__ldg(block_ids + i)));
   }
   __syncthreads();
 
+  if constexpr (kMayShare) {
+    if (shared) {
+      for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
+        if (bins[e] != 0) atomicAdd(workspace + e, bins[e]);
+      }
+      __threadfence();
+      __syncthreads();
+      if (threadIdx.x == 0) last = atomicAdd(workspace + local_experts, 1) == static_cast<int>(gridDim.x) - 1;
+      __syncthreads();
+      if (!last) return;
+      __threadfence();
+      for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
+        counts[e] = __ldcg(workspace + e);
+        workspace[e] = 0;
+      }
+      if (threadIdx.x == 0) workspace[local_experts] = 0;
+      return;
+    }
+  }
   for (long long e = threadIdx.x; e < local_experts; e += kThreads) counts[e] = bins[e];
 }

@@ -50,7 +50,16 @@ std::int64_t moe_align_num_warps(std::int64_t numel, std::int64_t num_experts) {
 }
 
 std::int64_t moe_align_shared_bytes(std::int64_t num_warps, std::int64_t num_experts) {
-  return (num_warps * num_experts + 2 * num_experts + 1) * static_cast<std::int64_t>(sizeof(std::int32_t));
+  return (num_warps * num_experts + 3 * num_experts + 1) * static_cast<std::int64_t>(sizeof(std::int32_t));
+}
+
+// The device template compiles the several-block count only for NUM_WARPS > 4 (moe_align.cuh):
+// 4 warps (numel <= 1024) must always mean one block.
+static_assert(kMoeAlignSingleBlockNumel >= kMoeAlignNumelBoundaries[0], "moe_align: 4-warp keys launch one block");
+
+std::int64_t moe_align_grid(std::int64_t numel) {
+  if (numel <= kMoeAlignSingleBlockNumel) return 1;
+  return std::min(kMoeAlignMaxBlocks, (numel + kMoeAlignSingleBlockNumel - 1) / kMoeAlignSingleBlockNumel);
 }
 
 const KernelDef& MoeAlign::kernel_def() {
@@ -161,7 +170,7 @@ LaunchSpec MoeAlign::launch_spec(const Args& a) const {
   const std::int64_t warps = moe_align_num_warps(numel, a.num_experts);
   LaunchSpec s;
   s.skip = numel == 0;
-  s.grid = {1, 1, 1};
+  s.grid = {static_cast<unsigned>(moe_align_grid(numel)), 1, 1};
   s.block = {static_cast<unsigned>(32 * warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(moe_align_shared_bytes(warps, a.num_experts));
   s.constant("NUM_EXPERTS", a.num_experts).constant("BLOCK_M", a.block_m).constant("NUM_WARPS", warps);

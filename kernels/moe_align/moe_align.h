@@ -28,13 +28,20 @@ inline constexpr std::int64_t kMoeAlignMaxExperts = 1024;
 std::int64_t moe_align_sorted_size(std::int64_t numel, std::int64_t num_experts, std::int64_t block_m);
 // ceil(moe_align_sorted_size / BLOCK_M): the most blocks a layout can have.
 std::int64_t moe_align_max_blocks(std::int64_t numel, std::int64_t num_experts, std::int64_t block_m);
-// Warps of the one block: 4 for numel <= 1024 (decode), else min(32, max(4, 8192 / E)), so the
+// Warps of a block: 4 for numel <= 1024 (decode), else min(32, max(4, 8192 / E)), so the
 // per-warp counters (NUM_WARPS * E ints) stay within 32 KiB of shared memory.
 std::int64_t moe_align_num_warps(std::int64_t numel, std::int64_t num_experts);
 // The numel the heuristic compares against (`numel <= b`): warmup enumerates both sides.
 inline constexpr std::int64_t kMoeAlignNumelBoundaries[] = {1024};
-// Dynamic shared memory of a launch: (NUM_WARPS * E + 2 * E + 1) ints.
+// Dynamic shared memory of a launch: (NUM_WARPS * E + 3 * E + 1) ints.
 std::int64_t moe_align_shared_bytes(std::int64_t num_warps, std::int64_t num_experts);
+// Blocks of a launch: 1 up to kMoeAlignSingleBlockNumel entries (the one-block path is fastest for
+// small batches), else ceil(numel / kMoeAlignSingleBlockNumel) up to kMoeAlignMaxBlocks. Every block
+// reads all numel ids (moe_align.cuh, NOTES), so the cap bounds the redundant reads. The grid is a
+// launch dimension, not a key field: one binary serves every grid.
+inline constexpr std::int64_t kMoeAlignSingleBlockNumel = 2048;
+inline constexpr std::int64_t kMoeAlignMaxBlocks = 32;
+std::int64_t moe_align_grid(std::int64_t numel);
 
 // CompileKey fields, in order:
 //   num_experts            E (the constexpr NUM_EXPERTS: shared-memory tables are sized by it):
@@ -48,8 +55,9 @@ std::int64_t moe_align_shared_bytes(std::int64_t num_warps, std::int64_t num_exp
 // bounds them); every pointer is do_not_specialize_on_alignment (the ids are read 32 lanes by 32
 // consecutive entries, outputs are scattered), so no alignment reaches the key.
 //
-// Order: inside an expert, entries keep their flat order (t * K + j); padding positions and the
-// tail up to sorted_token_ids' size hold numel; expert_ids past the used blocks hold -1.
+// Order: inside an expert, entries keep their flat order (t * K + j), for every grid; padding
+// positions and the tail up to sorted_token_ids' size hold numel; expert_ids past the used blocks
+// hold -1. No workspace: the blocks never wait for one another (each counts the whole batch).
 // numel == 0 launches nothing (the outputs are left as they are).
 class MoeAlign : public Contract<MoeAlignArgs> {
  public:

@@ -91,6 +91,7 @@ CountExpertTokensArgs valid_args(std::int64_t tokens = 7) {
   CountExpertTokensArgs a;
   a.topk_ids = Tensor::meta(DType::i32, {tokens, 6});
   a.counts = Tensor::meta(DType::i32, {32});
+  a.workspace = Tensor::meta(DType::i32, {33});
   return a;
 }
 
@@ -136,6 +137,8 @@ TEST(CountExpertTokensValidation, errorsNameKernelFieldAndValue) {
       {"counts empty", [](auto& a) { a.counts = Tensor::meta(DType::i32, {0}); }, "counts", "size 0"},
       {"counts too long", [](auto& a) { a.counts = Tensor::meta(DType::i32, {kMaxLocalExperts + 1}); }, "counts",
        "size 12289"},
+      {"workspace dtype", [](auto& a) { a.workspace = Tensor::meta(DType::i64, {33}); }, "workspace", "i64"},
+      {"workspace short", [](auto& a) { a.workspace = Tensor::meta(DType::i32, {32}); }, "workspace", "size 32"},
   };
   for (const Bad& c : cases) {
     SCOPED_TRACE(c.name);
@@ -161,6 +164,7 @@ TEST(CountExpertTokensKey, holdsIdsDtypeAlignmentClassesAndBlockSize) {
   a.topk_ids = Tensor::meta(DType::i64, {100, 6}, 8);
   a.expert_map = Tensor::meta(DType::i32, {288});
   a.counts = Tensor::meta(DType::i32, {36});
+  a.workspace = Tensor::meta(DType::i32, {37});
   EXPECT_EQ(kKernel.dispatch(a).to_string(),
             "count_expert_tokens{ids_dtype=i64, ids_aligned=false, num_local_experts=2, has_expert_map=true, "
             "numel=2, block_size=1024}");
@@ -183,6 +187,7 @@ TEST(CountExpertTokensContract, blockSizeComesFromTheKeyNotFromAWarmupShape) {
   CountExpertTokensArgs prefill;
   prefill.topk_ids = Tensor::meta(DType::i32, {8192, 6});
   prefill.counts = Tensor::meta(DType::i32, {config.num_local_experts()});
+  prefill.workspace = Tensor::meta(DType::i32, {count_expert_tokens_workspace_size(config.num_local_experts())});
   const BoundKey runtime = kKernel.bound_key(prefill);
   EXPECT_TRUE(test::warms(kKernel, config, runtime));
   // ...the mutant does not (the serving compile P2 forbids), and P1 names its broken keys.

@@ -340,6 +340,61 @@ RC_GTEST_PROP(Dsv4TopkFastPath, separatedRowsRankLikeFloat64, ()) {
   }
 }
 
+// A host model of dsv4_topk.cuh's filter: estimates off the true scores by up to the bound the
+// NOTES derive (1.2e-4 * (1 + s), either sign, chosen adversarially), the slack d, the cut from the
+// lane maxima of lo, and the candidates hi >= cut. Every expert the float64 ranking puts among the
+// K + 1 largest must be a candidate, whatever the estimates' errors within the bound.
+RC_GTEST_PROP(Dsv4TopkFastPath, filterCandidatesHoldTheTopKPlusOne, ()) {
+  const int e_count = *rc::gen::element(8, 16, 33, 64, 99, 256, 384).as("E");
+  const int k = *rc::gen::inRange(1, 7).as("K");
+  Inputs in;
+  in.k = k;
+  in.logits.resize(1, e_count);
+  in.bias = Eigen::VectorXf(e_count);
+  const int cluster = *rc::gen::inRange(0, 48).as("cluster size");
+  for (int i = 0; i < e_count; ++i) {
+    in.logits(0, i) = *rc::gen::inRange(-4000, 4000) / 1000.0f;
+    (*in.bias)(i) = *rc::gen::inRange(-8, 9) / 16.0f;
+  }
+  for (int j = 0; j < cluster; ++j)  // values within the slack of each other at the top
+    in.logits(0, *rc::gen::inRange(0, e_count)) = 6.0f + *rc::gen::inRange(-2000, 2000) * 1e-6f;
+  const int group = e_count > 64 ? 4 : 1;
+  std::vector<float> lo(e_count), hi(e_count);
+  for (int i = 0; i < e_count; ++i) {
+    const double s = reference::dsv4_score(in.logits(0, i));
+    const double err = 1.2e-4 * (1.0 + s) * (*rc::gen::inRange(-1000, 1001) / 1000.0);
+    const float est = static_cast<float>(s + err), b = (*in.bias)(i);
+    const float d = 1e-3f * (1.0f + est + std::fabs(b));
+    const float v = est + b;
+    lo[i] = v - d;
+    hi[i] = v + d;
+  }
+  std::vector<float> lane_max(32, -std::numeric_limits<float>::infinity());
+  std::vector<bool> has(32, false);
+  for (int i = 0; i < e_count; ++i) {
+    const int lane = (i % (32 * group)) / group;
+    lane_max[lane] = has[lane] ? std::max(lane_max[lane], lo[i]) : lo[i];
+    has[lane] = true;
+  }
+  // The device's rounds: remove the largest lane maxima (all lanes equal to it) until K + 1 lanes
+  // are counted; the last one removed is the cut (none: every expert is a candidate).
+  std::vector<float> maxima;
+  for (int l = 0; l < 32; ++l) {
+    if (has[l]) maxima.push_back(lane_max[l]);
+  }
+  std::sort(maxima.rbegin(), maxima.rend());
+  const bool all = static_cast<int>(maxima.size()) < k + 1;
+  const float cut = all ? -std::numeric_limits<float>::infinity() : maxima[k];
+  std::vector<std::int64_t> order(e_count);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return selection(in, 0, a) > selection(in, 0, b); });
+  int candidates = 0;
+  for (int i = 0; i < e_count; ++i) candidates += hi[i] >= cut ? 1 : 0;
+  RC_CLASSIFY(candidates > 32, "more than 32 candidates (float64 over all of them)");
+  for (int r = 0; r <= k && r < e_count; ++r) RC_ASSERT(hi[order[r]] >= cut);
+}
+
 TEST(Dsv4TopkFastPath, exactTiesAndInfinitiesTakeTheFloat64Path) {
   Inputs in;
   in.k = 2;

@@ -1,8 +1,10 @@
-// count_expert_tokens on the GPU against the Eigen reference: every index dtype, 1 to 8192
-// tokens, aligned and misaligned ids, with and without an expert map; counts poisoned first.
+// count_expert_tokens on the GPU against the Eigen reference: every index dtype, 1 to 65536
+// tokens (one block and several: the workspace path), aligned and misaligned ids, with and without
+// an expert map; counts poisoned first; the workspace zero after every launch.
 #include <gtest/gtest.h>
 
 #include "equivalence/oracles/count_expert_tokens.h"
+#include "kernels/count_expert_tokens/count_expert_tokens.h"
 #include "tests/support/device.h"
 #include "tests/support/numeric.h"
 
@@ -30,6 +32,21 @@ std::vector<CountExpertTokensCase> all_cases() {
           cases.push_back(p);
         }
       }
+    }
+  }
+  // Around the one-block limit (kCountExpertTokensIdsPerBlock ids: 4096 = 1024 x 4, 4097 = 4097 x 1)
+  // and a prefill batch of 65536 tokens (96 blocks).
+  for (auto [t, k] : {std::pair<std::int64_t, std::int64_t>{1024, 4}, {4097, 1}, {65536, 6}}) {
+    for (bool map : {false, true}) {
+      CountExpertTokensCase p;
+      p.num_tokens = t;
+      p.top_k = k;
+      p.expert_map = map;
+      p.num_experts = 288;
+      p.num_local_experts = map ? 36 : 288;
+      p.aligned = t % 2 == 0;
+      p.seed = derive_seed(test::test_seed(), cases.size());
+      cases.push_back(p);
     }
   }
   // One local expert (its class is the constant 1) and a count that is not a power of two.
@@ -66,6 +83,34 @@ TEST_P(CountExpertTokensGpu, matchesTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CountExpertTokensGpu, ::testing::ValuesIn(all_cases()), case_name);
+
+// Several launches on one workspace (the serving pattern): each one counts right and leaves the
+// workspace zero, for one block and for many.
+TEST(CountExpertTokensGpuWorkspace, launchesReuseOneWorkspaceAndLeaveItZero) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  DeviceTensors ws_dev(gpu_runtime().device());
+  const HostTensor zeros = HostTensor::zeros("workspace", DType::i32, {count_expert_tokens_workspace_size(288)});
+  const Tensor workspace = ws_dev.upload(zeros);
+  for (std::int64_t t : {65536, 5, 20000, 65536}) {
+    CountExpertTokensCase p;
+    p.num_tokens = t;
+    p.num_experts = 288;
+    p.num_local_experts = 288;
+    p.seed = derive_seed(test::test_seed(), static_cast<std::uint64_t>(t));
+    const NumericCase c = CountExpertTokensOracle::make_case(p);
+    DeviceTensors dev(gpu_runtime().device());
+    CountExpertTokensArgs a;
+    a.topk_ids = dev.upload(c.input("topk_ids"));
+    a.counts = dev.poisoned(c.expected_output("counts"));
+    a.workspace = workspace;
+    CountExpertTokens{}(a, gpu_runtime());
+    gpu_runtime().device().synchronize();
+    SCOPED_TRACE(c.label);
+    EXPECT_TRUE(test::outputs_match(c, {dev.download("counts")}));
+    const HostTensor after = ws_dev.download("workspace");
+    for (std::int64_t i = 0; i < after.numel(); ++i) ASSERT_EQ(after.get_int(i), 0) << "workspace[" << i << "]";
+  }
+}
 
 }  // namespace
 }  // namespace warmkey

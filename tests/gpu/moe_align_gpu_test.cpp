@@ -60,6 +60,13 @@ std::vector<MoeAlignCase> all_cases() {
   extra(5000, 1, 128, false);    // one expert
   extra(65536, 256, 64, false);
   extra(65536, 256, 16, true);  // most entries on four experts: long groups
+  // Around the one-block limit (kMoeAlignSingleBlockNumel = 2048 entries: 341 x 6 = 2046 in one
+  // block, 342 x 6 = 2052 in two), and E = 384 at prefill sizes (several blocks).
+  extra(341, 256, 16, false);
+  extra(342, 256, 16, false);
+  extra(342, 256, 128, true);
+  extra(8192, 384, 32, true);
+  extra(65536, 384, 128, false);
   // numel == 0 launches nothing (tests/cpu/moe_align_test.cpp): no numeric case to compare.
   return cases;
 }
