@@ -1,7 +1,9 @@
 // The grouped expert GEMMs of a dsv4-flash MoE layer (H 4096, I 2048, E 256, K 6): warmkey's
-// fused_moe against cuBLAS on the same tokens-per-expert distribution, W13 and W2, bf16 and fp8
+// fused_moe (sorted layout) and batched_moe (batched layout: [E, capacity, K] with per-expert
+// counts, the capacity the busiest expert's count) against cuBLAS on the same tokens-per-expert distribution, W13 and W2, bf16 and fp8
 // w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
 // device-to-device copy measured in the same program.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -9,6 +11,7 @@
 #include <random>
 
 #include "bench/bench_util.h"
+#include "kernels/batched_moe/batched_moe.h"
 #include "kernels/fused_moe/fused_moe.h"
 #include "warmup/error.h"
 
@@ -308,6 +311,82 @@ void BM_expert_gemm(benchmark::State& state) {
   state.SetLabel(label);
 }
 
+// batched_moe on the same routing: expert e's tokens in rows [0, count_e) of its slice.
+void BM_batched_moe(benchmark::State& state) {
+  if (!device_or_skip(state)) return;
+  const int layer = static_cast<int>(state.range(0)), quant = static_cast<int>(state.range(1));
+  const std::int64_t tokens = state.range(2);
+  const int routing = static_cast<int>(state.range(3));
+  const std::int64_t n = gemm_n(layer), k = gemm_k(layer), nv = tokens * kTopK;
+  const DType d = quant == kFp8 ? DType::f8e4m3 : DType::bf16;
+  Device& dev = Device::instance();
+  Weights& w = weights(layer, quant);
+  const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
+  const Layout layout = align(ids, 16);
+  const std::int64_t cap = std::max<std::int64_t>(1, *std::max_element(layout.counts.begin(), layout.counts.end()));
+  DeviceBuffer a_buf = dev.alloc(static_cast<std::size_t>(kExperts * cap * k * dtype_size(d)));
+  fill_random(a_buf.data(), quant == kFp8 ? DType::u8 : d, kExperts * cap * k, 5);
+  DeviceBuffer c_buf = dev.alloc(static_cast<std::size_t>(kExperts * cap * n * 2));
+  DeviceBuffer counts = upload(layout.counts), a_scale;
+  BatchedMoeArgs args;
+  args.a = Tensor::view(d, a_buf.data(), {kExperts, cap, k});
+  args.b = Tensor::view(d, w.b.data(), {kExperts, n, k});
+  args.c = Tensor::view(DType::bf16, c_buf.data(), {kExperts, cap, n});
+  args.expert_num_tokens = Tensor::view(DType::i32, counts.data(), {kExperts});
+  if (quant == kFp8) {
+    a_scale = dev.alloc(static_cast<std::size_t>(kExperts * cap * (k / 128) * 4));
+    fill_random(a_scale.data(), DType::f32, kExperts * cap * (k / 128), 9);
+    args.a_scale = Tensor::view(DType::f32, a_scale.data(), {kExperts, cap, k / 128});
+    args.b_scale = Tensor::view(DType::f32, w.scale.data(), {kExperts, n / 128, k / 128});
+  }
+  const BatchedMoe kernel;
+  kernel.validate(args);
+  const LaunchSpec spec = kernel.launch_spec(args);
+  const BoundKey bound = bind(kernel.def(), spec);
+  const double ms = median_ms([&] { runtime().launch(bound, spec, nullptr); });
+  const double flops = 2.0 * static_cast<double>(nv) * static_cast<double>(n) * static_cast<double>(k);
+  std::int64_t used = 0;
+  for (int c : layout.counts) used += c > 0;
+  const double bytes = static_cast<double>(used) * static_cast<double>(n * k * dtype_size(d)) +
+                       static_cast<double>(nv * (k * dtype_size(d) + n * 2));
+  for (auto _ : state) state.SetIterationTime(ms / 1e3);
+  state.counters["us"] = ms * 1e3;
+  state.counters["TFLOPS"] = flops / (ms / 1e3) / 1e12;
+  state.counters["GB/s"] = bytes / (ms / 1e3) / 1e9;
+  state.counters["of_copy"] = bytes / (ms / 1e3) / 1e9 / copy_bandwidth_gbs();
+  state.counters["capacity"] = static_cast<double>(cap);
+  std::string label = kernel.dispatch(args).to_string();
+#ifdef WARMKEY_HAVE_CUBLAS
+  {
+    Weights& wb = weights(layer, kBf16);
+    DeviceBuffer a_sorted = dev.alloc(static_cast<std::size_t>(nv * k * 2));
+    fill_random(a_sorted.data(), DType::bf16, nv * k, 21);
+    DeviceBuffer c_sorted = dev.alloc(static_cast<std::size_t>(nv * n * 2));
+    std::string note;
+    const double grouped = cublas_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    const double loop = cublas_loop_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    const double cb = grouped > 0 && loop > 0 ? std::min(grouped, loop) : std::max(grouped, loop);
+    if (cb > 0) {
+      state.counters["cublas_TFLOPS"] = flops / (cb / 1e3) / 1e12;
+      state.counters["vs_cublas"] = cb / ms;
+    } else {
+      label += " cublas: " + note;
+    }
+  }
+#endif
+  state.SetLabel(label);
+}
+
+void batched_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"layer", "fp8", "T", "skewed"});
+  for (int layer : {kW13, kW2}) {
+    for (int quant : {kBf16, kFp8}) {
+      for (std::int64_t t : {1, 8, 64, 256}) b->Args({layer, quant, t, kUniform});
+      for (std::int64_t t : {2048, 8192}) b->Args({layer, quant, t, kUniform});
+    }
+  }
+}
+
 void args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"layer", "fp8", "T", "skewed", "tile"});
   for (int layer : {kW13, kW2}) {
@@ -327,6 +406,7 @@ void args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_d2d_copy)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_expert_gemm)->Apply(args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_batched_moe)->Apply(batched_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace warmkey::bench

@@ -137,6 +137,7 @@ const std::vector<FieldIo>& fields() {
       field("expert_weight_formats", &ModelConfig::expert_weight_formats),
       field("quant_block", &ModelConfig::quant_block),
       field("fp8_scale_dtype", &ModelConfig::fp8_scale_dtype),
+      field("moe_expert_bias", &ModelConfig::moe_expert_bias),
       field("max_num_batched_tokens", &ModelConfig::max_num_batched_tokens),
       field("max_num_seqs", &ModelConfig::max_num_seqs),
       field("ep_size", &ModelConfig::ep_size),

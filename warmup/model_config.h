@@ -34,6 +34,7 @@ struct ModelConfig {
   std::int64_t quant_block = 128;  // fp8 e4m3 activations with UE8M0 block scales, 128x128
   // fp8 w8a8 (expert_weight_formats has "fp8"): the dtype of the 128x128 block scales, ue8m0 or f32
   DType fp8_scale_dtype = DType::ue8m0;
+  bool moe_expert_bias = false;  // the routed experts' GEMMs add a bias (W13 [E, 2I], W2 [E, H])
   // serving
   std::int64_t max_num_batched_tokens = 8192;
   std::int64_t max_num_seqs = 256;

@@ -88,6 +88,8 @@ std::string_view tuned_dtype_name(DType d) { return d == DType::f8e4m3 ? "fp8_w8
 
 }  // namespace
 
+std::string fused_moe_tile_problem(const FusedMoeTile& tile, DType dtype) { return tile_problem(tile, dtype); }
+
 std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t) {
   return os << "BLOCK_M=" << t.block_m << " BLOCK_N=" << t.block_n << " BLOCK_K=" << t.block_k
             << " GROUP_M=" << t.group_m << " warps=" << t.warps << " stages=" << t.stages;
@@ -320,8 +322,9 @@ std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
         .choices("k", {g.k})
         .choices("top_k", {g.top_k})
         .choices("mul_routed_weight", {g.mul_routed_weight})
-        .choices("has_bias", {false})
-        .zip({"naive", "ids_dtype", "em", "num_valid", "block_m", "block_n", "block_k", "group_m", "warps", "stages"},
+        .choices("has_bias", {config.moe_expert_bias});
+    if (config.moe_expert_bias) space.choices("bias_dtype", {g.out_dtype});  // the engine's biases: the output dtype
+    space.zip({"naive", "ids_dtype", "em", "num_valid", "block_m", "block_n", "block_k", "group_m", "warps", "stages"},
              rows);
     std::vector<CompileKey> part = space.enumerate();
     keys.insert(keys.end(), part.begin(), part.end());

@@ -76,6 +76,10 @@ bool fused_moe_naive(std::int64_t num_tokens, std::int64_t top_k, std::int64_t n
 // routing top_k over E experts: warmup and the certificate enumerate both sides of each.
 std::vector<std::int64_t> fused_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts);
 
+// Why a tile cannot run with operands of `dtype` (the warp layout of device/gemm.cuh's Tile, the
+// shared-memory limit), or "" (batched_moe validates its tiles with it too).
+std::string fused_moe_tile_problem(const FusedMoeTile& tile, DType dtype);
+
 // ---- tuned configurations -------------------------------------------------------------------------
 
 // A tuned-config file, as the reference engines ship them, per device:

@@ -1,17 +1,16 @@
-// fused_moe on the CPU: the reference on hand-computed cases, the tile heuristic at its boundaries,
-// tuned-config files (and their errors), validation messages, the contract properties P1, P3, P4,
-// P5 over every embedded configuration, and NVRTC compiles of the warmup keys.
+// fused_moe on the CPU: the reference on hand-computed cases, the oracle's cases, the tile
+// heuristic at its boundaries, tuned-config files (and their errors), validation messages and key
+// contents. The properties P1-P5, the certificate and the NVRTC compiles of the warmup keys come
+// from the generic engine over the kernel table's row.
 #include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <cmath>
 
 #include "kernels/fused_moe/fused_moe.h"
 #include "reference/fused_moe.h"
-#include "tests/support/contract_props.h"
 #include "tests/support/device.h"
-#include "tests/support/fused_moe_case.h"
-#include "tests/support/gen.h"
+#include "equivalence/oracles/fused_moe.h"
+#include "tests/support/expect_rejected.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -128,10 +127,10 @@ TEST(FusedMoeReference, roundsOnceToTheOutputDtype) {
 }
 
 TEST(FusedMoeCaseBuilder, casesAreNeverAllZeroAndCoverEveryEntry) {
-  test::FusedMoeCase p;
+  FusedMoeCase p;
   p.num_tokens = 9;
   p.nonlocal_every = 3;
-  const NumericCase c = test::make_fused_moe_case(p);
+  const NumericCase c = make_fused_moe_case(p);
   const HostTensor& out = c.expected_output("c");
   bool nonzero = false;
   for (std::int64_t i = 0; i < out.numel(); ++i) {
@@ -400,104 +399,6 @@ TEST(FusedMoeKey, fp8ConfigWarmsScaledKeysAndBf16ConfigDoesNot) {
   }
   EXPECT_EQ(count(default_config(), "fp8_block"), 0);
   EXPECT_GT(count(default_config(), "none"), 0);
-}
-
-// ---- contract properties (one block: a generic engine will replace it) --------------------------
-
-Tensor fake_view(DType d, std::initializer_list<std::int64_t> sizes, int offset) {
-  static constexpr std::uintptr_t kBase = 0x7f0000000000;
-  return Tensor::view(d, reinterpret_cast<void*>(kBase + static_cast<std::uintptr_t>(offset)), sizes);
-}
-
-struct RuntimeCase {
-  ModelConfig config;
-  FusedMoeArgs args;
-};
-
-// What the engine passes for a batch of T tokens: one of the config's GEMMs (W13 or W2, each dtype),
-// moe_align's layout sized for the tile the heuristic (or the tuned file) gives, or the naive one
-// for tiny batches without EP; aligned or misaligned a and c.
-rc::Gen<RuntimeCase> gen_runtime_case() {
-  return rc::gen::exec([] {
-    RuntimeCase rc_case{*test::gen_config(), {}};
-    ModelConfig& cfg = rc_case.config;
-    if (*rc::gen::arbitrary<bool>()) cfg.expert_weight_formats.push_back("fp8");
-    if (*rc::gen::arbitrary<bool>()) cfg.fp8_scale_dtype = DType::f32;
-    if (*rc::gen::arbitrary<bool>()) cfg.fused_moe_tuned_config = "tuned/fused_moe_H200";
-    if (!kKernel.used_by(cfg)) cfg.backends = {"triton"};
-    cfg.expert_weight_formats.erase(std::unique(cfg.expert_weight_formats.begin(), cfg.expert_weight_formats.end()),
-                                    cfg.expert_weight_formats.end());
-    std::vector<std::int64_t> cuts = fused_moe_token_boundaries(cfg.num_experts_per_tok, cfg.num_local_experts());
-    const std::int64_t t = *test::gen_count(cfg.max_num_batched_tokens, cuts).as("num_tokens");
-    const std::vector<FusedMoe::Gemm> gemms = FusedMoe::config_gemms(cfg);
-    const FusedMoe::Gemm g = *rc::gen::elementOf(gemms).as("gemm");
-    const std::int64_t kr = cfg.num_experts_per_tok, e = cfg.num_local_experts(), nv = t * kr;
-    const std::int64_t m = g.top_k == 1 ? nv : t;
-    FusedMoeArgs& a = rc_case.args;
-    a.a = fake_view(g.dtype, {m, g.k}, *test::gen_offset(g.dtype).as("a offset"));
-    a.b = fake_view(g.dtype, {e, g.n, g.k}, 0);
-    a.c = fake_view(g.out_dtype, {nv, g.n}, *test::gen_offset(g.out_dtype).as("c offset"));
-    if (g.scale_dtype) {
-      a.a_scale = fake_view(*g.scale_dtype, {m, g.k / 128}, 0);
-      a.b_scale = fake_view(*g.scale_dtype, {e, (g.n + 127) / 128, g.k / 128}, 0);
-    }
-    if (g.mul_routed_weight) a.topk_weights = fake_view(DType::f32, {nv}, 0);
-    a.top_k = g.top_k;
-    if (!cfg.fused_moe_tuned_config.empty())
-      a.tile = FusedMoeTuning::load(cfg.fused_moe_tuned_config).tile_for(t, g.n, g.k, g.dtype);
-    const FusedMoeTile tile = a.tile ? *a.tile : fused_moe_tile(nv, e, g.dtype);
-    if (cfg.ep_size == 1 && fused_moe_naive(t, kr, cfg.num_physical_experts())) {
-      const DType ids = *rc::gen::elementOf(cfg.index_dtypes).as("ids dtype");
-      a.expert_ids = fake_view(ids, {nv}, 0);
-    } else {
-      // moe_align sorts over the global experts under EP (with a map) or the local ones
-      const std::int64_t e_align = cfg.ep_size > 1 ? cfg.num_physical_experts() : e;
-      const std::int64_t em = nv + e_align * (tile.block_m - 1) + *rc::gen::inRange<std::int64_t>(0, 3).as("extra");
-      a.sorted_token_ids = fake_view(DType::i32, {em}, 0);
-      a.expert_ids = fake_view(DType::i32, {(em + tile.block_m - 1) / tile.block_m}, 0);
-      a.num_tokens_post_padded = fake_view(DType::i32, {1}, 0);
-    }
-    return rc_case;
-  });
-}
-
-RC_GTEST_PROP(FusedMoeContract, runtimeInputsAreValid, ()) {
-  const RuntimeCase c = *gen_runtime_case();
-  kKernel.validate(c.args);
-}
-
-RC_GTEST_PROP(FusedMoeContract, dispatchIsAmongTheWarmupKeys, ()) {  // P4
-  const RuntimeCase c = *gen_runtime_case();
-  RC_TAG(kKernel.dispatch(c.args).get_int("block_m"));
-  test::assert_dispatch_warmed(kKernel, c.config, c.args);
-}
-
-RC_GTEST_PROP(FusedMoeContract, compileKeyDecidesTheBinary, ()) {  // P3
-  const RuntimeCase c = *gen_runtime_case();
-  test::assert_key_sufficient(kKernel, c.args);
-}
-
-TEST(FusedMoeContract, embeddedConfigsRoundTrip) {  // P1, P5
-  for (const std::string& name : embedded_config_names()) {
-    SCOPED_TRACE(name);
-    EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, load_config(name))), "");
-  }
-  ModelConfig tuned = load_config("dsv4-flash-fp8");
-  tuned.expert_weight_formats = {"bf16", "fp8"};
-  tuned.fused_moe_tuned_config = "tuned/fused_moe_H200";
-  EXPECT_EQ(test::join_lines(test::check_round_trip(kKernel, tuned)), "");
-}
-
-// ---- NVRTC --------------------------------------------------------------------------------------
-
-TEST(FusedMoeCompile, everyWarmupKeyOfTheTinyAndFp8ConfigsCompiles) {
-  test::TempDir cache("warmkey-cache");
-  auto rt = test::make_test_runtime(cache.path());
-  ModelConfig tiny = load_config("tiny");
-  tiny.expert_weight_formats = {"bf16", "fp8"};
-  const WarmResult r = test::compile_warmup_keys(kKernel, tiny, *rt);
-  EXPECT_EQ(test::join_lines(r.failures), "");
-  EXPECT_GT(rt->l1_size(), 0u);
 }
 
 }  // namespace

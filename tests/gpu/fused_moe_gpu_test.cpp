@@ -7,13 +7,17 @@
 #include <set>
 
 #include "tests/support/device.h"
-#include "tests/support/fused_moe_case.h"
+#include "equivalence/oracles/fused_moe.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
-namespace warmkey::test {
+namespace warmkey {
 
 void PrintTo(const FusedMoeCase& p, std::ostream* os) { *os << p.label(); }
+
+}  // namespace warmkey
+
+namespace warmkey::test {
 
 namespace {
 

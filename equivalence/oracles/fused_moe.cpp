@@ -1,6 +1,6 @@
-// fused_moe cases: seeded inputs in moe_align's sorted layout (or the naive one), the reference
-// and the device run.
-#include "tests/support/fused_moe_case.h"
+// Oracle of fused_moe: pairs the kernel with reference/fused_moe. Seeded inputs in moe_align's
+// sorted layout (or the naive one), the reference and the device run.
+#include "equivalence/oracles/fused_moe.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,10 @@
 
 #include "reference/fused_moe.h"
 #include "warmup/error.h"
+#include "warmup/binder.h"
 #include "warmup/runtime.h"
 
-namespace warmkey::test {
+namespace warmkey {
 namespace {
 
 using reference::IndexVector;
@@ -74,12 +75,15 @@ std::string FusedMoeCase::label() const {
   if (nonlocal_every > 0) s += str_cat(" nonlocal/", nonlocal_every);
   if (!a_aligned) s += " a-misaligned";
   if (!c_aligned) s += " c-misaligned";
+  if (em_extra > 0) s += str_cat(" em+", em_extra);
+  if (blocks_extra > 0) s += str_cat(" blocks+", blocks_extra);
   const FusedMoeTile t = effective_tile();
+  s += note;
   s += str_cat(" tile=", t.block_m, "x", t.block_n, "x", t.block_k, "/g", t.group_m, "/w", t.warps, "/s", t.stages);
   return s;
 }
 
-NumericCase make_fused_moe_case(const FusedMoeCase& p) {
+NumericCase make_fused_moe_case(const FusedMoeCase& p, bool reference) {
   CaseRng rng(p.seed);
   const std::int64_t t = p.num_tokens, kr = p.route_k, e = p.num_experts, nv = p.num_valid();
   const std::int64_t m = p.w2 ? nv : t, top_k = p.w2 ? 1 : kr;
@@ -107,13 +111,13 @@ NumericCase make_fused_moe_case(const FusedMoeCase& p) {
   HostTensor a = HostTensor::zeros("a", p.dtype, {m, p.k}, a_off);
   HostTensor b = HostTensor::zeros("b", p.dtype, {e, p.n, p.k});
   const double range = fp8 ? 240.0 : 1.0;  // fp8 values span most of e4m3's range
-  rng.fill_uniform(a, -range, range);
-  rng.fill_uniform(b, -range, range);
+  fill_uniform(rng, a, -range, range);
+  fill_uniform(rng, b, -range, range);
   c.inputs.push_back(std::move(a));
   c.inputs.push_back(std::move(b));
   if (p.bias_dtype) {
     HostTensor bias = HostTensor::zeros("bias", *p.bias_dtype, {e, p.n});
-    rng.fill_uniform(bias, -1, 1);
+    fill_uniform(rng, bias, -1, 1);
     c.inputs.push_back(std::move(bias));
   }
   if (fp8) {
@@ -127,7 +131,7 @@ NumericCase make_fused_moe_case(const FusedMoeCase& p) {
   }
   if (p.w2) {
     HostTensor w = HostTensor::zeros("topk_weights", DType::f32, {nv});
-    rng.fill_uniform(w, 0, 1);
+    fill_uniform(rng, w, 0, 1);
     c.inputs.push_back(std::move(w));
   }
 
@@ -136,9 +140,9 @@ NumericCase make_fused_moe_case(const FusedMoeCase& p) {
     for (std::int64_t i = 0; i < nv; ++i) eid.set_int(i, ids[static_cast<std::size_t>(i)]);
     c.inputs.push_back(std::move(eid));
   } else {  // moe_align's layout: groups in expert order, entries in flat order, padded to BLOCK_M
-    const std::int64_t bm = tile.block_m, em = nv + e * (bm - 1);
+    const std::int64_t bm = tile.block_m, em = nv + e * (bm - 1) + p.em_extra;
     HostTensor sorted = HostTensor::zeros("sorted_token_ids", DType::i32, {em});
-    HostTensor eid = HostTensor::zeros("expert_ids", DType::i32, {(em + bm - 1) / bm});
+    HostTensor eid = HostTensor::zeros("expert_ids", DType::i32, {(em + bm - 1) / bm + p.blocks_extra});
     for (std::int64_t i = 0; i < em; ++i) sorted.set_int(i, nv);
     for (std::int64_t i = 0; i < eid.numel(); ++i) eid.set_int(i, -1);
     std::int64_t pos = 0;
@@ -165,7 +169,7 @@ NumericCase make_fused_moe_case(const FusedMoeCase& p) {
   }
   c.scalars["layout_block_m"] = tile.block_m;
   c.expected.push_back(HostTensor::zeros("c", p.out_dtype, {nv, p.n}, c_off));
-  fused_moe_reference(c);
+  if (reference) fused_moe_reference(c);
   return c;
 }
 
@@ -208,8 +212,7 @@ void fused_moe_reference(NumericCase& c) {
   c.tolerances["c"] = {fused_moe_rel_tolerance(a.dtype, out.dtype), 0.5 * rms};
 }
 
-std::vector<HostTensor> run_fused_moe(const NumericCase& c, JitRuntime& rt) {
-  DeviceTensors dev(rt.device());
+FusedMoeArgs FusedMoeOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
   FusedMoeArgs a;
   a.a = dev.upload(c.input("a"));
   a.b = dev.upload(c.input("b"));
@@ -229,9 +232,82 @@ std::vector<HostTensor> run_fused_moe(const NumericCase& c, JitRuntime& rt) {
   if (c.scalars.count("block_n"))
     a.tile = FusedMoeTile{c.scalars.at("block_m"), c.scalars.at("block_n"), c.scalars.at("block_k"),
                           c.scalars.at("group_m"), c.scalars.at("warps"),   c.scalars.at("stages")};
+  return a;
+}
+
+std::vector<HostTensor> FusedMoeOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
+  DeviceTensors dev(rt.device());
+  FusedMoeArgs a = device_args(c, dev);
   FusedMoe{}(a, rt);
   rt.device().synchronize();
   return {dev.download("c")};
 }
 
-}  // namespace warmkey::test
+std::vector<HostTensor> run_fused_moe(const NumericCase& c, JitRuntime& rt) { return FusedMoeOracle{}.run_on_device(c, rt); }
+
+void FusedMoeOracle::compute_reference(NumericCase& c) const { fused_moe_reference(c); }
+
+FusedMoeCase FusedMoeOracle::case_of(const FusedMoeArgs& a, const ModelConfig& config, std::uint64_t seed) {
+  FusedMoeCase p;
+  const std::int64_t m = a.a.size(0), top_k = a.top_k, e = a.b.size(0), nv = m * top_k;
+  if (top_k > 1 && a.topk_weights)
+    throw Error(str_cat("fused_moe oracle: routed weights with top_k = ", top_k, " (only W2, top_k 1, multiplies)"));
+  p.w2 = a.topk_weights.has_value();
+  const std::int64_t kc = config.num_experts_per_tok;
+  p.route_k = top_k > 1 ? top_k : (p.w2 && kc <= e && m % kc == 0 ? kc : 1);
+  p.num_tokens = nv / p.route_k;
+  p.num_experts = e;
+  p.n = a.b.size(1);
+  p.k = a.b.size(2);
+  p.dtype = a.a.dtype();
+  p.out_dtype = a.c.dtype();
+  if (a.a_scale) p.scale_dtype = a.a_scale->dtype();
+  if (a.bias) p.bias_dtype = a.bias->dtype();
+  p.naive = !a.sorted_token_ids.has_value();
+  p.ids_dtype = a.expert_ids.dtype();
+  p.nonlocal_every = config.ep_size > 1 ? 3 : 0;  // under EP, blocks of other ranks' experts carry -1
+  p.a_aligned = a.a.aligned16();
+  p.c_aligned = a.c.aligned16();
+  p.tile = a.tile;
+  p.seed = seed;
+  const FusedMoeTile tile = FusedMoe::tile_of(a);
+  const auto em_base = [&](const FusedMoeCase& q) { return q.num_valid() + q.num_experts * (tile.block_m - 1); };
+  if (!p.naive) {
+    const std::int64_t em = a.sorted_token_ids->size(0);
+    p.em_extra = em - em_base(p);
+    p.blocks_extra = a.expert_ids.size(0) - (em + tile.block_m - 1) / tile.block_m;
+  }
+  const std::int64_t weight_bytes = e * p.n * p.k * dtype_size(p.dtype), macs = nv * p.n * p.k;
+  if (weight_bytes <= kFusedMoeCaseMaxWeightBytes && macs <= kFusedMoeCaseMaxMacs) return p;
+
+  // Shrink to a case of the same JitKey: the tile pinned, fewer experts and entries with the
+  // value classes of num_valid and EM kept.
+  FusedMoeCase q = p;
+  q.tile = tile;
+  q.num_experts = std::clamp<std::int64_t>(kFusedMoeCaseMaxWeightBytes / (p.n * p.k * dtype_size(p.dtype)), q.route_k, e);
+  q.num_tokens = 0;
+  for (std::int64_t t = std::min<std::int64_t>(p.num_tokens, 64); t >= 1; --t) {
+    if (rep(t * q.route_k) != rep(nv)) continue;
+    if (q.num_tokens == 0) q.num_tokens = t;  // the largest with the class
+    if (t * q.route_k * p.n * p.k <= kFusedMoeCaseMaxMacs) {
+      q.num_tokens = t;
+      break;
+    }
+  }
+  if (q.num_tokens == 0) throw Error(str_cat("fused_moe oracle: no smaller case keeps the class of ", nv, " entries"));
+  q.blocks_extra = 0;
+  if (!q.naive) {
+    const std::int64_t want = rep(a.sorted_token_ids->size(0));
+    for (q.em_extra = 0; q.em_extra < 64 && rep(em_base(q) + q.em_extra) != want; ++q.em_extra) {
+    }
+  }
+  q.note = str_cat(" (shrunk from T=", p.num_tokens, " E=", e, ": same JitKey)");
+  return q;
+}
+
+NumericCase FusedMoeOracle::make_case(const FusedMoeArgs& a, const ModelConfig& config, std::uint64_t seed,
+                                      bool reference) {
+  return make_fused_moe_case(case_of(a, config, seed), reference);
+}
+
+}  // namespace warmkey
