@@ -1,7 +1,7 @@
 // The grouped expert GEMMs of a dsv4-flash MoE layer (H 4096, I 2048, E 256, K 6): warmkey's
 // fused_moe (sorted layout) and batched_moe (batched layout: [E, capacity, K] with per-expert
-// counts, the capacity the busiest expert's count) against cuBLAS on the same tokens-per-expert distribution, W13 and W2, bf16 and fp8
-// w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
+// counts, the capacity the busiest expert's count) against cuBLAS on the same tokens-per-expert distribution, W13 and
+// W2, bf16 and fp8 w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
 // device-to-device copy measured in the same program.
 #include <algorithm>
 #include <cstdlib>

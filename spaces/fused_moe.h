@@ -39,8 +39,7 @@ struct FusedMoeSpace {
     std::vector<std::int64_t> m = fused_moe_token_boundaries(c.num_experts_per_tok, c.num_local_experts());
     for (std::int64_t b : fused_moe_token_boundaries(c.num_experts_per_tok, c.num_physical_experts())) m.push_back(b);
     if (!c.fused_moe_tuned_config.empty()) {
-      for (std::int64_t b : tuning(c.fused_moe_tuned_config).boundaries(g.n, g.k, g.dtype))
-        m.push_back(b);
+      for (std::int64_t b : tuning(c.fused_moe_tuned_config).boundaries(g.n, g.k, g.dtype)) m.push_back(b);
     }
     std::sort(m.begin(), m.end());
     m.erase(std::unique(m.begin(), m.end()), m.end());
@@ -78,7 +77,8 @@ struct FusedMoeSpace {
     if (l.naive) {
       a.expert_ids = batch_view(l.ids, {t, kr}, offset);
     } else {
-      a.sorted_token_ids = Tensor::meta(DType::i32, {moe_align_sorted_size(nv, l.align_experts, tile.block_m) + l.spare});
+      a.sorted_token_ids =
+          Tensor::meta(DType::i32, {moe_align_sorted_size(nv, l.align_experts, tile.block_m) + l.spare});
       a.expert_ids = Tensor::meta(DType::i32, {moe_align_max_blocks(nv, l.align_experts, tile.block_m) + l.spare});
       a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
     }
@@ -101,8 +101,8 @@ struct FusedMoeSpace {
       l.ids = d.dtype("ids_dtype", c.index_dtypes);
     } else {
       // Under EP moe_align sorts the global ids through the rank's map or the local ids.
-      l.align_experts = c.ep_size > 1 && d.flag("global_ids_through_map") ? c.num_physical_experts()
-                                                                            : c.num_local_experts();
+      l.align_experts =
+          c.ep_size > 1 && d.flag("global_ids_through_map") ? c.num_physical_experts() : c.num_local_experts();
       l.spare = d.flag("spare_capacity") ? d.integer("spare", 1, 64) : 0;
     }
     const std::int64_t offset = d.pick("token_offset", 2);  // 1: odd-offset views (misaligned when the rows are)
@@ -121,7 +121,8 @@ struct FusedMoeSpace {
     if (naive_for(c, t)) {
       for (DType ids : c.index_dtypes) layouts.push_back({str_cat("naive, ", ids_label(ids)), {true, ids, 0, 0}});
     } else if (c.ep_size > 1) {
-      layouts.push_back({str_cat("sorted, EP map of rank ", b.ep_rank), {false, DType::i32, c.num_physical_experts(), 0}});
+      layouts.push_back(
+          {str_cat("sorted, EP map of rank ", b.ep_rank), {false, DType::i32, c.num_physical_experts(), 0}});
       layouts.push_back({"sorted, local ids", {false, DType::i32, c.num_local_experts(), 0}});
     } else {
       layouts.push_back({"sorted", {false, DType::i32, c.num_local_experts(), 0}});

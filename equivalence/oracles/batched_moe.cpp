@@ -48,8 +48,7 @@ std::string BatchedMoeCase::label() const {
   if (!c_aligned) s += " c-misaligned";
   if (full) s += " full";
   const FusedMoeTile t = tile ? *tile : batched_moe_tile(max_tokens, dtype);
-  return s + note +
-         str_cat(" tile=", t.block_m, "x", t.block_n, "x", t.block_k, "/w", t.warps, "/s", t.stages);
+  return s + note + str_cat(" tile=", t.block_m, "x", t.block_n, "x", t.block_k, "/w", t.warps, "/s", t.stages);
 }
 
 NumericCase BatchedMoeOracle::make_case(const BatchedMoeCase& p, bool reference) {
@@ -170,7 +169,7 @@ BatchedMoeArgs BatchedMoeOracle::device_args(const NumericCase& c, DeviceTensors
   if (const HostTensor* t = c.find_input("b_scale")) a.b_scale = dev.upload(*t);
   if (c.scalars.count("block_n"))
     a.tile = FusedMoeTile{c.scalars.at("block_m"), c.scalars.at("block_n"), c.scalars.at("block_k"), 1,
-                          c.scalars.at("warps"), c.scalars.at("stages")};
+                          c.scalars.at("warps"),   c.scalars.at("stages")};
   return a;
 }
 

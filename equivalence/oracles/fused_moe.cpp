@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "reference/fused_moe.h"
-#include "warmup/error.h"
 #include "warmup/binder.h"
+#include "warmup/error.h"
 #include "warmup/runtime.h"
 
 namespace warmkey {
@@ -243,7 +243,9 @@ std::vector<HostTensor> FusedMoeOracle::run_on_device(const NumericCase& c, JitR
   return {dev.download("c")};
 }
 
-std::vector<HostTensor> run_fused_moe(const NumericCase& c, JitRuntime& rt) { return FusedMoeOracle{}.run_on_device(c, rt); }
+std::vector<HostTensor> run_fused_moe(const NumericCase& c, JitRuntime& rt) {
+  return FusedMoeOracle{}.run_on_device(c, rt);
+}
 
 void FusedMoeOracle::compute_reference(NumericCase& c) const { fused_moe_reference(c); }
 
@@ -284,7 +286,8 @@ FusedMoeCase FusedMoeOracle::case_of(const FusedMoeArgs& a, const ModelConfig& c
   // value classes of num_valid and EM kept.
   FusedMoeCase q = p;
   q.tile = tile;
-  q.num_experts = std::clamp<std::int64_t>(kFusedMoeCaseMaxWeightBytes / (p.n * p.k * dtype_size(p.dtype)), q.route_k, e);
+  q.num_experts =
+      std::clamp<std::int64_t>(kFusedMoeCaseMaxWeightBytes / (p.n * p.k * dtype_size(p.dtype)), q.route_k, e);
   q.num_tokens = 0;
   for (std::int64_t t = std::min<std::int64_t>(p.num_tokens, 64); t >= 1; --t) {
     if (rep(t * q.route_k) != rep(nv)) continue;

@@ -69,11 +69,14 @@ const KernelDef& BatchedMoe::kernel_def() {
   return def;
 }
 
-FusedMoeTile BatchedMoe::tile_of(const Args& a) { return a.tile ? *a.tile : batched_moe_tile(a.a.size(1), a.a.dtype()); }
+FusedMoeTile BatchedMoe::tile_of(const Args& a) {
+  return a.tile ? *a.tile : batched_moe_tile(a.a.size(1), a.a.dtype());
+}
 
 std::vector<BatchedMoe::Gemm> BatchedMoe::config_gemms(const ModelConfig& c) {
   std::vector<Gemm> out;
-  for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c)) out.push_back({g.n, g.k, g.dtype, g.out_dtype, g.scale_dtype});
+  for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c))
+    out.push_back({g.n, g.k, g.dtype, g.out_dtype, g.scale_dtype});
   return out;
 }
 
@@ -210,7 +213,7 @@ BatchedMoeArgs BatchedMoe::warmup_inputs(const CompileKey& key) const {
   }
   // The tile from the key, never recomputed from these shapes.
   a.tile = FusedMoeTile{key.get_int("block_m"), key.get_int("block_n"), key.get_int("block_k"), 1,
-                        key.get_int("warps"), key.get_int("stages")};
+                        key.get_int("warps"),   key.get_int("stages")};
   return a;
 }
 
@@ -219,9 +222,9 @@ LaunchSpec BatchedMoe::launch_spec(const Args& a) const {
   const std::int64_t e = a.a.size(0), max_tokens = a.a.size(1), n = a.b.size(1), k = a.b.size(2);
   LaunchSpec s;
   s.skip = max_tokens == 0;
-  s.grid = {static_cast<unsigned>(std::max<std::int64_t>(ceil_div(max_tokens, tile.block_m), 1) *
-                                  ceil_div(n, tile.block_n)),
-            static_cast<unsigned>(e), 1};
+  s.grid = {
+      static_cast<unsigned>(std::max<std::int64_t>(ceil_div(max_tokens, tile.block_m), 1) * ceil_div(n, tile.block_n)),
+      static_cast<unsigned>(e), 1};
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
   s.constant("N", n)
@@ -251,8 +254,9 @@ std::string BatchedMoe::describe(const Args& a) const {
   auto opt = [](const std::optional<Tensor>& t) { return t ? t->meta().to_string() : std::string("none"); };
   std::ostringstream tile;
   if (a.tile) tile << " tile(" << *a.tile << ")";
-  return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " c=", a.c.meta(), " expert_num_tokens=", a.expert_num_tokens.meta(),
-                 " a_scale=", opt(a.a_scale), " b_scale=", opt(a.b_scale), tile.str());
+  return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " c=", a.c.meta(),
+                 " expert_num_tokens=", a.expert_num_tokens.meta(), " a_scale=", opt(a.a_scale),
+                 " b_scale=", opt(a.b_scale), tile.str());
 }
 
 }  // namespace warmkey

@@ -325,7 +325,7 @@ std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
         .choices("has_bias", {config.moe_expert_bias});
     if (config.moe_expert_bias) space.choices("bias_dtype", {g.out_dtype});  // the engine's biases: the output dtype
     space.zip({"naive", "ids_dtype", "em", "num_valid", "block_m", "block_n", "block_k", "group_m", "warps", "stages"},
-             rows);
+              rows);
     std::vector<CompileKey> part = space.enumerate();
     keys.insert(keys.end(), part.begin(), part.end());
   }

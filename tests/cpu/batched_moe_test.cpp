@@ -111,18 +111,49 @@ TEST(BatchedMoeValidation, errorsNameKernelFieldAndValue) {
     const char* value;
   };
   const Bad cases[] = {
-      {"a dtype", [](auto& a) { a.a = Tensor::meta(DType::i32, {4, 10, 256}); }, "a", "i32"},
-      {"K not 128s", [](auto& a) { a.a = Tensor::meta(DType::bf16, {4, 10, 200}); }, "a", "200"},
-      {"b experts", [](auto& a) { a.b = Tensor::meta(DType::bf16, {3, 64, 256}); }, "b", "3"},
-      {"b misaligned", [](auto& a) { a.b = Tensor::meta(DType::bf16, {4, 64, 256}, 2); }, "b", "16-byte"},
-      {"N not 8s", [](auto& a) { a.b = Tensor::meta(DType::bf16, {4, 60, 256}); }, "b", "60"},
-      {"c rows", [](auto& a) { a.c = Tensor::meta(DType::bf16, {4, 9, 64}); }, "c", "9"},
-      {"c dtype", [](auto& a) { a.c = Tensor::meta(DType::f8e4m3, {4, 10, 64}); }, "c", "f8e4m3"},
+      {"a dtype",
+       [](auto& a) {
+         a.a = Tensor::meta(DType::i32, {4, 10, 256});
+       },
+       "a", "i32"},
+      {"K not 128s",
+       [](auto& a) {
+         a.a = Tensor::meta(DType::bf16, {4, 10, 200});
+       },
+       "a", "200"},
+      {"b experts",
+       [](auto& a) {
+         a.b = Tensor::meta(DType::bf16, {3, 64, 256});
+       },
+       "b", "3"},
+      {"b misaligned",
+       [](auto& a) {
+         a.b = Tensor::meta(DType::bf16, {4, 64, 256}, 2);
+       },
+       "b", "16-byte"},
+      {"N not 8s",
+       [](auto& a) {
+         a.b = Tensor::meta(DType::bf16, {4, 60, 256});
+       },
+       "b", "60"},
+      {"c rows",
+       [](auto& a) {
+         a.c = Tensor::meta(DType::bf16, {4, 9, 64});
+       },
+       "c", "9"},
+      {"c dtype",
+       [](auto& a) {
+         a.c = Tensor::meta(DType::f8e4m3, {4, 10, 64});
+       },
+       "c", "f8e4m3"},
       {"counts dtype", [](auto& a) { a.expert_num_tokens = Tensor::meta(DType::i64, {4}); }, "expert_num_tokens",
        "i64"},
-      {"counts length", [](auto& a) { a.expert_num_tokens = Tensor::meta(DType::i32, {5}); }, "expert_num_tokens",
-       "5"},
-      {"scales without fp8", [](auto& a) { a.a_scale = Tensor::meta(DType::f32, {4, 10, 2}); }, "a_scale", "given"},
+      {"counts length", [](auto& a) { a.expert_num_tokens = Tensor::meta(DType::i32, {5}); }, "expert_num_tokens", "5"},
+      {"scales without fp8",
+       [](auto& a) {
+         a.a_scale = Tensor::meta(DType::f32, {4, 10, 2});
+       },
+       "a_scale", "given"},
       {"bad tile", [](auto& a) { a.tile = FusedMoeTile{48, 64, 64, 1, 4, 4}; }, "tile", "48"},
   };
   for (const Bad& c : cases) {

@@ -6,10 +6,10 @@
 
 #include <cmath>
 
+#include "equivalence/oracles/fused_moe.h"
 #include "kernels/fused_moe/fused_moe.h"
 #include "reference/fused_moe.h"
 #include "tests/support/device.h"
-#include "equivalence/oracles/fused_moe.h"
 #include "tests/support/expect_rejected.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"

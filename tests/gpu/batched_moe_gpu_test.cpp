@@ -29,12 +29,9 @@ std::vector<BatchedMoeCase> all_cases() {
     p.seed = derive_seed(test_seed(), cases.size());
     cases.push_back(p);
   };
-  const Operands operands[] = {{DType::bf16, DType::bf16, std::nullopt},
-                               {DType::f16, DType::f16, std::nullopt},
-                               {DType::f32, DType::f32, std::nullopt},
-                               {DType::bf16, DType::f32, std::nullopt},
-                               {DType::f8e4m3, DType::bf16, DType::ue8m0},
-                               {DType::f8e4m3, DType::bf16, DType::f32}};
+  const Operands operands[] = {{DType::bf16, DType::bf16, std::nullopt},   {DType::f16, DType::f16, std::nullopt},
+                               {DType::f32, DType::f32, std::nullopt},     {DType::bf16, DType::f32, std::nullopt},
+                               {DType::f8e4m3, DType::bf16, DType::ue8m0}, {DType::f8e4m3, DType::bf16, DType::f32}};
   for (const Operands& o : operands) {
     for (std::int64_t mt : {1, 16, 17, 32, 33, 64, 65, 200}) {
       BatchedMoeCase p;

@@ -6,8 +6,8 @@
 
 #include <set>
 
-#include "tests/support/device.h"
 #include "equivalence/oracles/fused_moe.h"
+#include "tests/support/device.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
