@@ -105,8 +105,15 @@ struct FusedMoeSpace {
           c.ep_size > 1 && d.flag("global_ids_through_map") ? c.num_physical_experts() : c.num_local_experts();
       l.spare = d.flag("spare_capacity") ? d.integer("spare", 1, 64) : 0;
     }
-    const std::int64_t offset = d.pick("token_offset", 2);  // 1: odd-offset views (misaligned when the rows are)
-    return serving_args(c, g, t, offset, l, c.moe_expert_bias);
+    // Views of the engine's per-token buffers: any element alignment of a, c, the W2 weights and
+    // the naive ids (a micro-batch at an odd token offset).
+    Args a = serving_args(c, g, t, 0, l, c.moe_expert_bias);
+    a.a = Tensor::meta(a.a.dtype(), {a.a.size(0), a.a.size(1)}, d.align("a", a.a.dtype()));
+    a.c = Tensor::meta(a.c.dtype(), {a.c.size(0), a.c.size(1)}, d.align("c", a.c.dtype()));
+    if (a.topk_weights)
+      a.topk_weights = Tensor::meta(DType::f32, {t, c.num_experts_per_tok}, d.align("topk_weights", DType::f32));
+    if (l.naive) a.expert_ids = Tensor::meta(l.ids, {t, c.num_experts_per_tok}, d.align("expert_ids", l.ids));
+    return a;
   }
 
   // The two grouped GEMMs of a batch's MoE layer (W13 over the hidden states, W2 over the
