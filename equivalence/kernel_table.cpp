@@ -3,18 +3,22 @@
 // `contract_row<Contract>()`.
 #include "equivalence/kernel_table.h"
 
+#include "equivalence/oracles/batched_moe.h"
 #include "equivalence/oracles/compute_identity.h"
 #include "equivalence/oracles/count_expert_tokens.h"
 #include "equivalence/oracles/dsv4_topk.h"
 #include "equivalence/oracles/eplb_map.h"
+#include "equivalence/oracles/fused_moe.h"
 #include "equivalence/oracles/lora_moe.h"
 #include "equivalence/oracles/moe_align.h"
 #include "equivalence/oracles/moe_mul_sum.h"
 #include "equivalence/oracles/swiglu_limit.h"
+#include "spaces/batched_moe.h"
 #include "spaces/compute_identity.h"
 #include "spaces/count_expert_tokens.h"
 #include "spaces/dsv4_topk.h"
 #include "spaces/eplb_map.h"
+#include "spaces/fused_moe.h"
 #include "spaces/lora_moe.h"
 #include "spaces/moe_align.h"
 #include "spaces/moe_mul_sum.h"
@@ -27,6 +31,8 @@ std::vector<Mutant> dsv4_topk_mutants();
 std::vector<Mutant> eplb_map_mutants();
 std::vector<Mutant> count_expert_tokens_mutants();
 std::vector<Mutant> moe_align_mutants();
+std::vector<Mutant> fused_moe_mutants();
+std::vector<Mutant> batched_moe_mutants();
 std::vector<Mutant> swiglu_limit_mutants();
 std::vector<Mutant> lora_moe_mutants();
 std::vector<Mutant> compute_identity_mutants();
@@ -39,6 +45,8 @@ const std::vector<KernelDescriptor>& kernel_table() {
     t.push_back(kernel_row<spaces::EplbMapSpace, EplbMapOracle>(eplb_map_mutants()));
     t.push_back(kernel_row<spaces::CountExpertTokensSpace, CountExpertTokensOracle>(count_expert_tokens_mutants()));
     t.push_back(kernel_row<spaces::MoeAlignSpace, MoeAlignOracle>(moe_align_mutants()));
+    t.push_back(kernel_row<spaces::FusedMoeSpace, FusedMoeOracle>(fused_moe_mutants()));
+    t.push_back(kernel_row<spaces::BatchedMoeSpace, BatchedMoeOracle>(batched_moe_mutants()));
     t.push_back(kernel_row<spaces::SwigluLimitSpace, SwigluLimitOracle>(swiglu_limit_mutants()));
     t.push_back(kernel_row<spaces::LoraMoeSpace, LoraMoeOracle>(lora_moe_mutants()));
     t.push_back(kernel_row<spaces::ComputeIdentitySpace, ComputeIdentityOracle>(compute_identity_mutants()));

@@ -103,6 +103,21 @@ ModelConfig draw_config(Draw& d) {
       if (mask >> k & 1) c.index_dtypes.push_back(kIndex[k]);
     }
   }
+  if (d.flag("vary_expert_gemms")) {
+    // The grouped expert GEMMs: fp8 w8a8 weights beside (or instead of) the unquantised ones, the
+    // scale dtype, expert biases, and the tuned tile file.
+    static const std::vector<std::vector<std::string>> kFormats = {{"bf16", "fp8"}, {"fp8"}, {"bf16"}};
+    const bool nvfp4 = contains(c.expert_weight_formats, "nvfp4");  // kept: a backend may need it
+    c.expert_weight_formats = kFormats[d.pick("expert_weight_formats", kFormats.size())];
+    if (nvfp4) c.expert_weight_formats.push_back("nvfp4");
+    c.fp8_scale_dtype = d.flag("fp8_scales_f32") ? DType::f32 : DType::ue8m0;
+    c.moe_expert_bias = d.flag("moe_expert_bias");
+    c.fused_moe_tuned_config = d.flag("fused_moe_tuned") ? "tuned/fused_moe_H200" : "";
+    std::string text;
+    for (auto& s : c.expert_weight_formats) text += str_cat(text.empty() ? "" : "+", s);
+    note(str_cat("weights=", text, c.moe_expert_bias ? ",bias" : "", c.fused_moe_tuned_config.empty() ? "" : ",tuned",
+                 c.fp8_scale_dtype == DType::f32 ? ",scales=f32" : ""));
+  }
   if (d.flag("drop_hash_layers") && c.num_hash_layers > 0) {
     c.num_hash_layers = 0;
     note("hash_layers=0");

@@ -137,6 +137,8 @@ const std::vector<FieldIo>& fields() {
       field("act_dtype", &ModelConfig::act_dtype),
       field("expert_weight_formats", &ModelConfig::expert_weight_formats),
       field("quant_block", &ModelConfig::quant_block),
+      field("fp8_scale_dtype", &ModelConfig::fp8_scale_dtype),
+      field("moe_expert_bias", &ModelConfig::moe_expert_bias),
       field("max_num_batched_tokens", &ModelConfig::max_num_batched_tokens),
       field("max_num_seqs", &ModelConfig::max_num_seqs),
       field("ep_size", &ModelConfig::ep_size),
@@ -147,6 +149,7 @@ const std::vector<FieldIo>& fields() {
       field("lora", &ModelConfig::lora),
       field("backends", &ModelConfig::backends),
       field("index_dtypes", &ModelConfig::index_dtypes),
+      field("fused_moe_tuned_config", &ModelConfig::fused_moe_tuned_config),
   };
   return all;
 }
@@ -245,6 +248,8 @@ void validate_model(const ModelConfig& c, const Checker& k) {
   k.check(contains(kActDtypes, dtype_name(c.act_dtype)), "act_dtype", dtype_name(c.act_dtype), " is not one of ",
           join(kActDtypes));
   k.names("expert_weight_formats", c.expert_weight_formats, kWeightFormats);
+  k.check(c.fp8_scale_dtype == DType::ue8m0 || c.fp8_scale_dtype == DType::f32, "fp8_scale_dtype",
+          dtype_name(c.fp8_scale_dtype), " is not one of ue8m0, f32");
 }
 
 void validate_serving(const ModelConfig& c, const Checker& k) {
@@ -315,7 +320,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) { return parse_confi
 std::vector<std::string> embedded_config_names() {
   std::vector<std::string> out;
   for (const auto& [file, text] : embedded_configs().all()) {
-    if (file.size() > kJsonSuffix.size() && file.ends_with(kJsonSuffix))
+    // tuned/... files are kernel tuning tables, not model configurations
+    if (file.size() > kJsonSuffix.size() && file.ends_with(kJsonSuffix) && file.find('/') == std::string::npos)
       out.push_back(file.substr(0, file.size() - kJsonSuffix.size()));
   }
   // The default first, then by name.

@@ -35,6 +35,9 @@ struct ModelConfig {
   DType act_dtype = DType::bf16;
   std::vector<std::string> expert_weight_formats = {"bf16", "nvfp4"};  // bf16, fp8, nvfp4
   std::int64_t quant_block = 128;  // fp8 e4m3 activations with UE8M0 block scales, 128x128
+  // fp8 w8a8 (expert_weight_formats has "fp8"): the dtype of the 128x128 block scales, ue8m0 or f32
+  DType fp8_scale_dtype = DType::ue8m0;
+  bool moe_expert_bias = false;  // the routed experts' GEMMs add a bias (W13 [E, 2I], W2 [E, H])
   // serving
   std::int64_t max_num_batched_tokens = 8192;
   std::int64_t max_num_seqs = 256;
@@ -46,6 +49,9 @@ struct ModelConfig {
   bool lora = false;
   std::vector<std::string> backends = {"triton"};  // triton, batched, nvfp4, megamoe
   std::vector<DType> index_dtypes = {DType::i32};  // top-k id dtypes serving can produce
+  // A tuned-config file for the grouped expert GEMM (an embedded "tuned/<file>.json" or a path);
+  // empty: the built-in tile heuristic.
+  std::string fused_moe_tuned_config;
 
   // derived
   std::int64_t num_physical_experts() const { return n_routed_experts + num_redundant_experts; }

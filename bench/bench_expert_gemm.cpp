@@ -1,0 +1,414 @@
+// The grouped expert GEMMs of a dsv4-flash MoE layer (H 4096, I 2048, E 256, K 6): warmkey's
+// fused_moe (sorted layout) and batched_moe (batched layout: [E, capacity, K] with per-expert
+// counts, the capacity the busiest expert's count) against cuBLAS on the same tokens-per-expert distribution, W13 and
+// W2, bf16 and fp8 w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
+// device-to-device copy measured in the same program.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "bench/bench_util.h"
+#include "kernels/batched_moe/batched_moe.h"
+#include "kernels/fused_moe/fused_moe.h"
+#include "warmup/error.h"
+
+#ifdef WARMKEY_HAVE_CUBLAS
+#include <cublas_v2.h>
+#endif
+
+namespace warmkey::bench {
+namespace {
+
+constexpr std::int64_t kHidden = 4096, kInter = 2048, kExperts = 256, kTopK = 6;
+constexpr int kTimedLaunches = 10, kRepeats = 5;
+
+enum Layer { kW13 = 0, kW2 = 1 };
+enum Quant { kBf16 = 0, kFp8 = 1 };
+enum Routing { kUniform = 0, kSkewed = 1 };
+
+std::int64_t gemm_n(int layer) { return layer == kW13 ? 2 * kInter : kHidden; }
+std::int64_t gemm_k(int layer) { return layer == kW13 ? kHidden : kInter; }
+
+// Expert weights, allocated and filled once per (layer, quant): 8.6 GB for W13 in bf16.
+struct Weights {
+  DeviceBuffer b, scale;
+};
+Weights& weights(int layer, int quant) {
+  static std::map<int, Weights> all;
+  auto it = all.find(layer * 2 + quant);
+  if (it != all.end()) return it->second;
+  Device& dev = Device::instance();
+  const std::int64_t n = gemm_n(layer), k = gemm_k(layer);
+  const DType d = quant == kFp8 ? DType::f8e4m3 : DType::bf16;
+  Weights w;
+  w.b = dev.alloc(static_cast<std::size_t>(kExperts * n * k * dtype_size(d)));
+  if (quant == kFp8) {
+    fill_random(w.b.data(), DType::u8, kExperts * n * k, 11 + layer);  // random e4m3 bytes
+    w.scale = dev.alloc(static_cast<std::size_t>(kExperts * (n / 128) * (k / 128) * 4));
+    fill_random(w.scale.data(), DType::f32, kExperts * (n / 128) * (k / 128), 13 + layer);
+  } else {
+    fill_random(w.b.data(), d, kExperts * n * k, 17 + layer);
+  }
+  return all.emplace(layer * 2 + quant, std::move(w)).first->second;
+}
+
+// Top-6 of 256 per token, distinct experts: uniform, or skewed (half of the slots drawn from 16
+// hot experts).
+std::vector<int> route(std::int64_t tokens, int routing, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int> ids(static_cast<std::size_t>(tokens * kTopK));
+  std::vector<int> pool(kExperts);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    for (int j = 0; j < kTopK; ++j) {
+      int pick = static_cast<int>(std::uniform_int_distribution<int>(j, kExperts - 1)(rng));
+      if (routing == kSkewed && rng() % 2 == 0) {
+        const int hot = static_cast<int>(rng() % 16);
+        const auto pos = std::find(pool.begin() + j, pool.end(), hot);
+        if (pos != pool.end()) pick = static_cast<int>(pos - pool.begin());
+      }
+      std::swap(pool[static_cast<std::size_t>(j)], pool[static_cast<std::size_t>(pick)]);
+      ids[static_cast<std::size_t>(t * kTopK + j)] = pool[static_cast<std::size_t>(j)];
+    }
+  }
+  return ids;
+}
+
+// moe_align's layout for ids (what moe_align computes on the device; built here so the benchmark
+// times the GEMM alone).
+struct Layout {
+  std::vector<int> sorted, experts, counts;
+  int post = 0;
+};
+Layout align(const std::vector<int>& ids, std::int64_t block_m) {
+  const std::int64_t nv = static_cast<std::int64_t>(ids.size()), em = nv + kExperts * (block_m - 1);
+  Layout l;
+  l.sorted.assign(static_cast<std::size_t>(em), static_cast<int>(nv));
+  l.experts.assign(static_cast<std::size_t>((em + block_m - 1) / block_m), -1);
+  l.counts.assign(kExperts, 0);
+  std::vector<std::vector<int>> groups(kExperts);
+  for (std::int64_t i = 0; i < nv; ++i)
+    groups[static_cast<std::size_t>(ids[static_cast<std::size_t>(i)])].push_back(static_cast<int>(i));
+  std::int64_t pos = 0;
+  for (int e = 0; e < kExperts; ++e) {
+    const auto& g = groups[static_cast<std::size_t>(e)];
+    l.counts[static_cast<std::size_t>(e)] = static_cast<int>(g.size());
+    std::copy(g.begin(), g.end(), l.sorted.begin() + pos);
+    const std::int64_t blocks = (static_cast<std::int64_t>(g.size()) + block_m - 1) / block_m;
+    for (std::int64_t b = 0; b < blocks; ++b) l.experts[static_cast<std::size_t>(pos / block_m + b)] = e;
+    pos += blocks * block_m;
+  }
+  l.post = static_cast<int>(pos);
+  return l;
+}
+
+DeviceBuffer upload(const std::vector<int>& v) {
+  Device& dev = Device::instance();
+  DeviceBuffer b = dev.alloc(std::max<std::size_t>(v.size() * 4, 16));
+  if (!v.empty()) dev.copy_to_device(b.data(), v.data(), v.size() * 4);
+  return b;
+}
+
+// Median per-launch milliseconds of kTimedLaunches back-to-back calls, over kRepeats.
+template <class Fn>
+double median_ms(Fn&& fn) {
+  Device& dev = Device::instance();
+  fn();  // compile, load, warm the caches of the host side
+  dev.synchronize();
+  std::vector<double> ms;
+  for (int r = 0; r < kRepeats; ++r)
+    ms.push_back(dev.time_ms(nullptr, [&] {
+      for (int i = 0; i < kTimedLaunches; ++i) fn();
+    }) / kTimedLaunches);
+  std::nth_element(ms.begin(), ms.begin() + kRepeats / 2, ms.end());
+  return ms[kRepeats / 2];
+}
+
+#ifdef WARMKEY_HAVE_CUBLAS
+// cuBLAS on the same grouping: one GEMM per expert with tokens, C_e[c_e, N] = A_e[c_e, K] B_e^T,
+// A_e contiguous (already gathered: cuBLAS gets the easier layout), bf16 in and out, fp32
+// compute, as one cublasGemmGroupedBatchedEx call.
+struct Cublas {
+  cublasHandle_t handle = nullptr;
+  Cublas() {
+    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) handle = nullptr;
+  }
+  ~Cublas() {
+    if (handle) cublasDestroy(handle);
+  }
+};
+
+double cublas_ms(const std::vector<int>& counts, std::int64_t n, std::int64_t k, const void* b, void* a_sorted,
+                 void* c_sorted, std::string* note) {
+  static Cublas cb;
+  if (!cb.handle) {
+    *note = "cublasCreate failed";
+    return 0;
+  }
+  std::vector<cublasOperation_t> ta, tb;
+  std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
+  std::vector<float> alpha, beta;
+  std::vector<const void*> ap, bp;
+  std::vector<void*> cp;
+  std::int64_t row = 0;
+  for (int e = 0; e < kExperts; ++e) {
+    const int c = counts[static_cast<std::size_t>(e)];
+    if (c == 0) continue;
+    // column-major view: C^T (N x c) = B_e (K x N)^T * A_e^T (K x c)
+    ta.push_back(CUBLAS_OP_T), tb.push_back(CUBLAS_OP_N);
+    m_arr.push_back(static_cast<int>(n)), n_arr.push_back(c), k_arr.push_back(static_cast<int>(k));
+    lda.push_back(static_cast<int>(k)), ldb.push_back(static_cast<int>(k)), ldc.push_back(static_cast<int>(n));
+    alpha.push_back(1.0f), beta.push_back(0.0f), sizes.push_back(1);
+    bp.push_back(static_cast<const std::uint16_t*>(b) + static_cast<std::int64_t>(e) * n * k);
+    ap.push_back(static_cast<const std::uint16_t*>(a_sorted) + row * k);
+    cp.push_back(static_cast<std::uint16_t*>(c_sorted) + row * n);
+    row += c;
+  }
+  Device& dev = Device::instance();
+  DeviceBuffer ptrs = dev.alloc(3 * bp.size() * sizeof(void*));
+  auto** dp = static_cast<const void**>(ptrs.data());
+  dev.copy_to_device(dp, bp.data(), bp.size() * sizeof(void*));
+  dev.copy_to_device(dp + bp.size(), ap.data(), ap.size() * sizeof(void*));
+  dev.copy_to_device(dp + 2 * bp.size(), cp.data(), cp.size() * sizeof(void*));
+  const int groups = static_cast<int>(bp.size());
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  const double ms = median_ms([&] {
+    status = cublasGemmGroupedBatchedEx(cb.handle, ta.data(), tb.data(), m_arr.data(), n_arr.data(), k_arr.data(),
+                                        alpha.data(), dp, CUDA_R_16BF, lda.data(), dp + groups, CUDA_R_16BF, ldb.data(),
+                                        beta.data(), const_cast<void**>(dp + 2 * groups), CUDA_R_16BF, ldc.data(),
+                                        groups, sizes.data(), CUBLAS_COMPUTE_32F);
+  });
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    *note = str_cat("cublasGemmGroupedBatchedEx status ", static_cast<int>(status));
+    return 0;
+  }
+  return ms;
+}
+
+// The same GEMMs as one cublasGemmEx per expert (cuBLAS picks its best kernel for each size).
+double cublas_loop_ms(const std::vector<int>& counts, std::int64_t n, std::int64_t k, const void* b, void* a_sorted,
+                      void* c_sorted, std::string* note) {
+  static Cublas cb;
+  if (!cb.handle) return 0;
+  const float alpha = 1.0f, beta = 0.0f;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  const double ms = median_ms([&] {
+    std::int64_t row = 0;
+    for (int e = 0; e < kExperts; ++e) {
+      const int c = counts[static_cast<std::size_t>(e)];
+      if (c == 0) continue;
+      const cublasStatus_t st =
+          cublasGemmEx(cb.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), c, static_cast<int>(k), &alpha,
+                       static_cast<const std::uint16_t*>(b) + static_cast<std::int64_t>(e) * n * k, CUDA_R_16BF,
+                       static_cast<int>(k), static_cast<const std::uint16_t*>(a_sorted) + row * k, CUDA_R_16BF,
+                       static_cast<int>(k), &beta, static_cast<std::uint16_t*>(c_sorted) + row * n, CUDA_R_16BF,
+                       static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) status = st;
+      row += c;
+    }
+  });
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    *note = str_cat("cublasGemmEx status ", static_cast<int>(status));
+    return 0;
+  }
+  return ms;
+}
+#endif
+
+void BM_expert_gemm(benchmark::State& state) {
+  if (!device_or_skip(state)) return;
+  const int layer = static_cast<int>(state.range(0)), quant = static_cast<int>(state.range(1));
+  const std::int64_t tokens = state.range(2);
+  const int routing = static_cast<int>(state.range(3));
+  const int variant = static_cast<int>(state.range(4));  // 0: the heuristic; 1, 2: alternative tiles
+  const std::int64_t n = gemm_n(layer), k = gemm_k(layer), nv = tokens * kTopK;
+  const DType d = quant == kFp8 ? DType::f8e4m3 : DType::bf16;
+  Device& dev = Device::instance();
+  Weights& w = weights(layer, quant);
+
+  const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
+  const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
+  FusedMoeTile tile = fused_moe_tile(nv, kExperts, d);
+  if (variant == 1) tile = {128, 128, 128 / dtype_size(d), 8, 8, quant == kFp8 ? 4 : 3};
+  if (variant == 2) tile = {64, 128, 128 / dtype_size(d), 8, 8, 4};
+  const Layout layout = align(ids, tile.block_m);
+
+  const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
+  DeviceBuffer a_buf = dev.alloc(static_cast<std::size_t>(m * k * dtype_size(d)));
+  if (quant == kFp8)
+    fill_random(a_buf.data(), DType::u8, m * k, 5);
+  else
+    fill_random(a_buf.data(), d, m * k, 5);
+  DeviceBuffer c_buf = dev.alloc(static_cast<std::size_t>(nv * n * 2));
+  DeviceBuffer a_scale, weights_buf = dev.alloc(static_cast<std::size_t>(nv * 4));
+  fill_random(weights_buf.data(), DType::f32, nv, 7);
+  DeviceBuffer sorted = upload(naive ? std::vector<int>{} : layout.sorted);
+  DeviceBuffer experts = upload(naive ? ids : layout.experts);
+  DeviceBuffer post = upload({layout.post});
+
+  FusedMoeArgs args;
+  args.a = Tensor::view(d, a_buf.data(), {m, k});
+  args.b = Tensor::view(d, w.b.data(), {kExperts, n, k});
+  args.c = Tensor::view(DType::bf16, c_buf.data(), {nv, n});
+  if (quant == kFp8) {
+    a_scale = dev.alloc(static_cast<std::size_t>(m * (k / 128) * 4));
+    fill_random(a_scale.data(), DType::f32, m * (k / 128), 9);
+    args.a_scale = Tensor::view(DType::f32, a_scale.data(), {m, k / 128});
+    args.b_scale = Tensor::view(DType::f32, w.scale.data(), {kExperts, n / 128, k / 128});
+  }
+  if (layer == kW2) args.topk_weights = Tensor::view(DType::f32, weights_buf.data(), {nv});
+  if (naive) {
+    args.expert_ids = Tensor::view(DType::i32, experts.data(), {nv});
+  } else {
+    args.sorted_token_ids = Tensor::view(DType::i32, sorted.data(), {static_cast<std::int64_t>(layout.sorted.size())});
+    args.expert_ids = Tensor::view(DType::i32, experts.data(), {static_cast<std::int64_t>(layout.experts.size())});
+    args.num_tokens_post_padded = Tensor::view(DType::i32, post.data(), {1});
+  }
+  args.top_k = top_k;
+  if (variant != 0) args.tile = tile;
+  const FusedMoe kernel;
+  kernel.validate(args);
+  const LaunchSpec spec = kernel.launch_spec(args);
+  const BoundKey bound = bind(kernel.def(), spec);
+  const double ms = median_ms([&] { runtime().launch(bound, spec, nullptr); });
+
+  const double flops = 2.0 * static_cast<double>(nv) * static_cast<double>(n) * static_cast<double>(k);
+  std::int64_t used = 0;
+  for (int c : layout.counts) used += c > 0;
+  const double weight_bytes = static_cast<double>(used) * static_cast<double>(n * k * dtype_size(d));
+  const double bytes = weight_bytes + static_cast<double>(m * k * dtype_size(d) + nv * n * 2);
+  for (auto _ : state) state.SetIterationTime(ms / 1e3);
+  state.counters["us"] = ms * 1e3;
+  state.counters["TFLOPS"] = flops / (ms / 1e3) / 1e12;
+  state.counters["GB/s"] = bytes / (ms / 1e3) / 1e9;
+  state.counters["of_copy"] = bytes / (ms / 1e3) / 1e9 / copy_bandwidth_gbs();
+  state.counters["experts_used"] = static_cast<double>(used);
+  std::string label = kernel.dispatch(args).to_string();
+
+#ifdef WARMKEY_HAVE_CUBLAS
+  {  // cuBLAS bf16 on the same grouping (for fp8 too: the comparison point is cuBLAS bf16)
+    Weights& wb = weights(layer, kBf16);
+    DeviceBuffer a_sorted = dev.alloc(static_cast<std::size_t>(nv * k * 2));
+    fill_random(a_sorted.data(), DType::bf16, nv * k, 21);
+    DeviceBuffer c_sorted = dev.alloc(static_cast<std::size_t>(nv * n * 2));
+    std::string note;
+    const double grouped = cublas_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    const double loop = cublas_loop_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    state.counters["cublas_grouped_us"] = grouped * 1e3;
+    state.counters["cublas_loop_us"] = loop * 1e3;
+    const double cb = grouped > 0 && loop > 0 ? std::min(grouped, loop) : std::max(grouped, loop);
+    if (cb > 0) {  // the faster of the two cuBLAS ways
+      state.counters["cublas_TFLOPS"] = flops / (cb / 1e3) / 1e12;
+      state.counters["vs_cublas"] = cb / ms;  // > 1: warmkey is faster
+    } else {
+      label += " cublas: " + note;
+    }
+  }
+#endif
+  state.SetLabel(label);
+}
+
+// batched_moe on the same routing: expert e's tokens in rows [0, count_e) of its slice.
+void BM_batched_moe(benchmark::State& state) {
+  if (!device_or_skip(state)) return;
+  const int layer = static_cast<int>(state.range(0)), quant = static_cast<int>(state.range(1));
+  const std::int64_t tokens = state.range(2);
+  const int routing = static_cast<int>(state.range(3));
+  const std::int64_t n = gemm_n(layer), k = gemm_k(layer), nv = tokens * kTopK;
+  const DType d = quant == kFp8 ? DType::f8e4m3 : DType::bf16;
+  Device& dev = Device::instance();
+  Weights& w = weights(layer, quant);
+  const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
+  const Layout layout = align(ids, 16);
+  const std::int64_t cap = std::max<std::int64_t>(1, *std::max_element(layout.counts.begin(), layout.counts.end()));
+  DeviceBuffer a_buf = dev.alloc(static_cast<std::size_t>(kExperts * cap * k * dtype_size(d)));
+  fill_random(a_buf.data(), quant == kFp8 ? DType::u8 : d, kExperts * cap * k, 5);
+  DeviceBuffer c_buf = dev.alloc(static_cast<std::size_t>(kExperts * cap * n * 2));
+  DeviceBuffer counts = upload(layout.counts), a_scale;
+  BatchedMoeArgs args;
+  args.a = Tensor::view(d, a_buf.data(), {kExperts, cap, k});
+  args.b = Tensor::view(d, w.b.data(), {kExperts, n, k});
+  args.c = Tensor::view(DType::bf16, c_buf.data(), {kExperts, cap, n});
+  args.expert_num_tokens = Tensor::view(DType::i32, counts.data(), {kExperts});
+  if (quant == kFp8) {
+    a_scale = dev.alloc(static_cast<std::size_t>(kExperts * cap * (k / 128) * 4));
+    fill_random(a_scale.data(), DType::f32, kExperts * cap * (k / 128), 9);
+    args.a_scale = Tensor::view(DType::f32, a_scale.data(), {kExperts, cap, k / 128});
+    args.b_scale = Tensor::view(DType::f32, w.scale.data(), {kExperts, n / 128, k / 128});
+  }
+  const BatchedMoe kernel;
+  kernel.validate(args);
+  const LaunchSpec spec = kernel.launch_spec(args);
+  const BoundKey bound = bind(kernel.def(), spec);
+  const double ms = median_ms([&] { runtime().launch(bound, spec, nullptr); });
+  const double flops = 2.0 * static_cast<double>(nv) * static_cast<double>(n) * static_cast<double>(k);
+  std::int64_t used = 0;
+  for (int c : layout.counts) used += c > 0;
+  const double bytes = static_cast<double>(used) * static_cast<double>(n * k * dtype_size(d)) +
+                       static_cast<double>(nv * (k * dtype_size(d) + n * 2));
+  for (auto _ : state) state.SetIterationTime(ms / 1e3);
+  state.counters["us"] = ms * 1e3;
+  state.counters["TFLOPS"] = flops / (ms / 1e3) / 1e12;
+  state.counters["GB/s"] = bytes / (ms / 1e3) / 1e9;
+  state.counters["of_copy"] = bytes / (ms / 1e3) / 1e9 / copy_bandwidth_gbs();
+  state.counters["capacity"] = static_cast<double>(cap);
+  std::string label = kernel.dispatch(args).to_string();
+#ifdef WARMKEY_HAVE_CUBLAS
+  {
+    Weights& wb = weights(layer, kBf16);
+    DeviceBuffer a_sorted = dev.alloc(static_cast<std::size_t>(nv * k * 2));
+    fill_random(a_sorted.data(), DType::bf16, nv * k, 21);
+    DeviceBuffer c_sorted = dev.alloc(static_cast<std::size_t>(nv * n * 2));
+    std::string note;
+    const double grouped = cublas_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    const double loop = cublas_loop_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    const double cb = grouped > 0 && loop > 0 ? std::min(grouped, loop) : std::max(grouped, loop);
+    if (cb > 0) {
+      state.counters["cublas_TFLOPS"] = flops / (cb / 1e3) / 1e12;
+      state.counters["vs_cublas"] = cb / ms;
+    } else {
+      label += " cublas: " + note;
+    }
+  }
+#endif
+  state.SetLabel(label);
+}
+
+void batched_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"layer", "fp8", "T", "skewed"});
+  for (int layer : {kW13, kW2}) {
+    for (int quant : {kBf16, kFp8}) {
+      for (std::int64_t t : {1, 8, 64, 256}) b->Args({layer, quant, t, kUniform});
+      for (std::int64_t t : {2048, 8192}) b->Args({layer, quant, t, kUniform});
+    }
+  }
+}
+
+void args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"layer", "fp8", "T", "skewed", "tile"});
+  for (int layer : {kW13, kW2}) {
+    for (int quant : {kBf16, kFp8}) {
+      for (std::int64_t t : {1, 8, 64, 256}) b->Args({layer, quant, t, kUniform, 0});
+      for (std::int64_t t : {2048, 8192, 16384}) {
+        for (int r : {kUniform, kSkewed}) b->Args({layer, quant, t, r, 0});
+      }
+      if (const char* v = std::getenv("WARMKEY_BENCH_TILE_VARIANTS"); v && *v == '1') {
+        for (std::int64_t t : {2048, 16384}) {
+          for (int variant : {1, 2}) b->Args({layer, quant, t, kUniform, variant});
+        }
+      }
+    }
+  }
+}
+
+BENCHMARK(BM_d2d_copy)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_expert_gemm)->Apply(args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_batched_moe)->Apply(batched_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace warmkey::bench
+
+BENCHMARK_MAIN();

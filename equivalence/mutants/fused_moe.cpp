@@ -1,0 +1,192 @@
+// Seeded mutants of fused_moe: each wraps the real contract and breaks one thing the grouped
+// expert GEMM family is known for (issue 10, KERNELS.md).
+#include <memory>
+#include <utility>
+
+#include "equivalence/mutants/mutant.h"
+#include "equivalence/mutants/wrap.h"
+#include "kernels/fused_moe/fused_moe.h"
+
+namespace warmkey::equivalence {
+namespace {
+
+using Base = Wrap<FusedMoeArgs>;
+
+std::int64_t em_of(const FusedMoeArgs& a) {
+  return a.sorted_token_ids ? a.sorted_token_ids->size(0) : a.a.size(0) * a.top_k;
+}
+
+CompileKey drop_field(const CompileKey& k, std::string_view field) {
+  std::vector<CompileKey::Field> fields;
+  for (const auto& f : k.fields()) {
+    if (f.first != field) fields.push_back(f);
+  }
+  return CompileKey(k.kernel(), std::move(fields));
+}
+
+// #9: EM (the sorted length) stored exactly instead of as its value class: one key per batch size
+// (keys explode) and the warmed keys, holding classes, never match.
+class KeyHoldsExactEm : public Base {
+ public:
+  using Base::Base;
+  CompileKey dispatch(const Args& a) const override { return real().dispatch(a).with("em", em_of(a)); }
+};
+
+// #9: num_valid (M * top_k) stored exactly instead of as its value class.
+class KeyHoldsExactNumValid : public Base {
+ public:
+  using Base::Base;
+  CompileKey dispatch(const Args& a) const override {
+    return real().dispatch(a).with("num_valid", a.a.size(0) * a.top_k);
+  }
+};
+
+// #8 / #5: the output dtype missing from the key; warmup then builds bf16 outputs for every key,
+// so an f16 (or f32) model's binaries are never compiled.
+class KeyWithoutOutDtype : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) keys.push_back(drop_field(k, "out_dtype"));
+    return dedup(std::move(keys));
+  }
+  CompileKey dispatch(const Args& a) const override { return drop_field(real().dispatch(a), "out_dtype"); }
+  Args warmup_inputs(const CompileKey& k) const override {
+    std::vector<CompileKey::Field> fields;
+    for (const auto& f : k.fields()) {
+      fields.push_back(f);
+      if (f.first == "dtype") fields.emplace_back("out_dtype", DType::bf16);
+    }
+    return real().warmup_inputs(CompileKey(k.kernel(), std::move(fields)));
+  }
+};
+
+// #7: the launch spec passes the scales without their own names: b_scale's tensor in a_scale's
+// position and a_scale's in b_scale's (the reviewers' "launch spec missing the scale parameter
+// names"). With named arguments the binder refuses the swap, naming both.
+class LaunchSpecSwapsScales : public Base {
+ public:
+  using Base::Base;
+  LaunchSpec launch_spec(const Args& a) const override {
+    LaunchSpec s = real().launch_spec(a);
+    int ia = -1, ib = -1;
+    for (int i = 0; i < s.num_args; ++i) {
+      if (s.args[static_cast<std::size_t>(i)].name == "a_scale") ia = i;
+      if (s.args[static_cast<std::size_t>(i)].name == "b_scale") ib = i;
+    }
+    if (ia >= 0 && ib >= 0) std::swap(s.args[static_cast<std::size_t>(ia)], s.args[static_cast<std::size_t>(ib)]);
+    return s;
+  }
+};
+
+// #4: warmup_inputs derives its entries from a floor division by the expert count (entries =
+// M * top_k / E): a zero-row batch whose key is not the one asked for (and which never launches).
+class WarmupEntriesFloorDivision : public Base {
+ public:
+  using Base::Base;
+  Args warmup_inputs(const CompileKey& k) const override {
+    Args a = real().warmup_inputs(k);
+    constexpr std::int64_t kModelExperts = 256;
+    const std::int64_t entries = a.a.size(0) * a.top_k / kModelExperts;
+    const std::int64_t m = entries / a.top_k;
+    a.a = Tensor::meta(a.a.dtype(), {m, a.a.size(1)});
+    a.c = Tensor::meta(a.c.dtype(), {m * a.top_k, a.c.size(1)});
+    if (a.a_scale) a.a_scale = Tensor::meta(a.a_scale->dtype(), {m, a.a_scale->size(1)});
+    if (a.topk_weights) a.topk_weights = Tensor::meta(DType::f32, {m * a.top_k});
+    if (!a.sorted_token_ids) a.expert_ids = Tensor::meta(a.expert_ids.dtype(), {m * a.top_k});
+    return a;
+  }
+};
+
+// #11: the heuristic's BLOCK_M 64 bucket (8 E < num_valid <= 64 E... the third token range) is
+// never enumerated by warmup_keys.
+class WarmupMissesTokenBucket : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) {
+      if (k.get_int("block_m") != 64) keys.push_back(k);
+    }
+    return keys;
+  }
+};
+
+// #11: warmup enumerates the heuristic's tiles but not the tuned file's (the file overrides the
+// heuristic at run time).
+class WarmupIgnoresTunedFile : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    ModelConfig untuned = c;
+    untuned.fused_moe_tuned_config.clear();
+    return real().warmup_keys(untuned);
+  }
+};
+
+}  // namespace
+
+std::vector<Mutant> fused_moe_mutants() {
+  const std::string k = "fused_moe";
+  return {
+      {"fused_moe.key_holds_exact_em",
+       k,
+       9,
+       "dispatch stores EM (the sorted length) exactly, not its value class",
+       {"P4", "P1", "P2"},
+       "",
+       false,
+       make_mutant<KeyHoldsExactEm>()},
+      {"fused_moe.key_holds_exact_num_valid",
+       k,
+       9,
+       "dispatch stores num_valid = M * top_k exactly, not its class",
+       {"P4", "P1", "P2"},
+       "",
+       false,
+       make_mutant<KeyHoldsExactNumValid>()},
+      {"fused_moe.key_without_out_dtype",
+       k,
+       8,
+       "the output dtype is missing from the key and warmup builds bf16 outputs for every key",
+       {"P2", "P3"},
+       "dsv4-flash-f16",
+       false,
+       make_mutant<KeyWithoutOutDtype>()},
+      {"fused_moe.launch_spec_swaps_scales",
+       k,
+       7,
+       "launch_spec passes b_scale in a_scale's position and a_scale in b_scale's (scale names missing)",
+       {"P5", "P2"},
+       "dsv4-flash-fp8",
+       false,
+       make_mutant<LaunchSpecSwapsScales>()},
+      {"fused_moe.warmup_entries_floor_division",
+       k,
+       4,
+       "warmup_inputs sizes its batch as M * top_k / E entries: 0 rows for every small class",
+       {"P1", "P2", "P5"},
+       "",
+       false,
+       make_mutant<WarmupEntriesFloorDivision>()},
+      {"fused_moe.warmup_misses_token_bucket",
+       k,
+       11,
+       "warmup_keys drops the heuristic's BLOCK_M 64 token range",
+       {"P4", "P2"},
+       "",
+       false,
+       make_mutant<WarmupMissesTokenBucket>()},
+      {"fused_moe.warmup_ignores_tuned_file",
+       k,
+       11,
+       "warmup_keys enumerates the heuristic's tiles while serving takes the tuned file's",
+       {"P4", "P2"},
+       "dsv4-flash-fp8",
+       false,
+       make_mutant<WarmupIgnoresTunedFile>()},
+  };
+}
+
+}  // namespace warmkey::equivalence

@@ -1,0 +1,573 @@
+// fused_moe contract: tile heuristic, tuned configs, signature, validation, dispatch, warmup
+// enumeration and launch.
+#include "kernels/fused_moe/fused_moe.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/builtin.h"
+#include "kernels/common/checks.h"
+#include "warmup/domain.h"
+#include "warmup/source_set.h"
+
+namespace warmkey {
+namespace {
+
+constexpr std::string_view kName = "fused_moe";
+constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
+constexpr std::int64_t kMaxTopK = 64;
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: constexprs, bounded
+constexpr std::int64_t kRowBytes = 128;                  // one k-tile row (device/gemm.cuh)
+constexpr std::int64_t kScaleGroup = 128;                // fp8 block scales: 128 x 128
+constexpr std::int64_t kMaxSharedBytes = 227 * 1024;     // sm_90 opt-in limit per block
+constexpr std::initializer_list<DType> kOperandDTypes = {DType::bf16, DType::f16, DType::f32, DType::f8e4m3};
+constexpr std::initializer_list<DType> kOutDTypes = {DType::bf16, DType::f16, DType::f32};
+constexpr std::initializer_list<DType> kScaleDTypes = {DType::f32, DType::ue8m0};
+constexpr std::initializer_list<DType> kNaiveIdDTypes = {DType::i32, DType::u32, DType::i64};
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t block_k_of(DType d) { return kRowBytes / dtype_size(d); }
+std::int64_t shared_bytes(const FusedMoeTile& t) {
+  return t.stages * (t.block_m + t.block_n) * kRowBytes + t.block_m * 4;
+}
+
+// Why a tile cannot run, or "" (the warp layout rule of device/gemm.cuh's Tile).
+std::string tile_problem(const FusedMoeTile& t, DType dtype) {
+  auto one_of = [](std::int64_t v, std::initializer_list<std::int64_t> allowed) {
+    return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+  };
+  if (!one_of(t.block_m, {16, 32, 64, 128})) return str_cat("block_m ", t.block_m, " is not one of 16, 32, 64, 128");
+  if (!one_of(t.block_n, {64, 128})) return str_cat("block_n ", t.block_n, " is not one of 64, 128");
+  if (t.block_k != block_k_of(dtype))
+    return str_cat("block_k ", t.block_k, " must be ", block_k_of(dtype), " for ", dtype, " (one 128-byte row)");
+  if (!one_of(t.warps, {4, 8})) return str_cat("warps ", t.warps, " is not 4 or 8");
+  if (t.stages < 2 || t.stages > 8) return str_cat("stages ", t.stages, " is outside [2, 8]");
+  if (t.group_m < 1 || t.group_m > 64) return str_cat("group_m ", t.group_m, " is outside [1, 64]");
+  const std::int64_t warps_m = t.block_m >= 64 ? 2 : 1, warps_n = t.warps / warps_m;
+  if ((t.block_m / warps_m) % 16 != 0 || t.block_n % (warps_n * 16) != 0)
+    return str_cat("block ", t.block_m, "x", t.block_n, " does not split into ", warps_m, "x", warps_n,
+                   " warp tiles of multiples of 16");
+  if (shared_bytes(t) > kMaxSharedBytes)
+    return str_cat("stages ", t.stages, " need ", shared_bytes(t), " bytes of shared memory (limit ", kMaxSharedBytes,
+                   ")");
+  return "";
+}
+
+FusedMoeTile make_tile(std::int64_t bm, std::int64_t bn, std::int64_t group_m, std::int64_t warps, std::int64_t stages,
+                       DType dtype) {
+  return {bm, bn, block_k_of(dtype), group_m, warps, stages};
+}
+
+// ---- tuned files ------------------------------------------------------------------------------
+
+std::string read_text(const std::string& name_or_path) {
+  const std::string embedded = name_or_path.ends_with(".json") ? name_or_path : name_or_path + ".json";
+  if (embedded_configs().contains(embedded)) return embedded_configs().text(embedded);
+  std::ifstream in(name_or_path, std::ios::binary);
+  if (!in)
+    throw InputError(str_cat("fused_moe tuned config '", name_or_path,
+                             "': neither an embedded file (configs/tuned/...) nor a readable path"));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::optional<DType> tuned_dtype(std::string_view s) {
+  if (s == "fp8_w8a8") return DType::f8e4m3;
+  if (s == "bf16" || s == "f16" || s == "f32") return parse_dtype(s);
+  return std::nullopt;
+}
+
+std::string_view tuned_dtype_name(DType d) { return d == DType::f8e4m3 ? "fp8_w8a8" : dtype_name(d); }
+
+}  // namespace
+
+std::string fused_moe_tile_problem(const FusedMoeTile& tile, DType dtype) { return tile_problem(tile, dtype); }
+
+std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t) {
+  return os << "BLOCK_M=" << t.block_m << " BLOCK_N=" << t.block_n << " BLOCK_K=" << t.block_k
+            << " GROUP_M=" << t.group_m << " warps=" << t.warps << " stages=" << t.stages;
+}
+
+// ---- heuristic --------------------------------------------------------------------------------
+
+FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DType dtype) {
+  const std::int64_t e = std::max<std::int64_t>(num_experts, 1);
+  const bool fp8 = dtype == DType::f8e4m3;  // fp8's fold needs a second accumulator set: narrower N
+  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) return make_tile(16, 64, 1, 4, 5, dtype);
+  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e) return make_tile(32, 64, 1, 4, 4, dtype);
+  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return make_tile(64, fp8 ? 64 : 128, 8, 4, 4, dtype);
+  return make_tile(128, fp8 ? 64 : 128, 8, 8, 4, dtype);
+}
+
+bool fused_moe_naive(std::int64_t num_tokens, std::int64_t top_k, std::int64_t num_experts) {
+  return num_tokens * top_k * kFusedMoeNaiveSparsity <= num_experts;
+}
+
+std::vector<std::int64_t> fused_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts) {
+  std::set<std::int64_t> out;
+  const std::int64_t k = std::max<std::int64_t>(top_k, 1);
+  if (num_experts / (kFusedMoeNaiveSparsity * k) >= 1) out.insert(num_experts / (kFusedMoeNaiveSparsity * k));
+  for (std::int64_t r : kFusedMoeEntriesPerExpertBoundaries) {
+    if (r * num_experts / k >= 1) out.insert(r * num_experts / k);  // T * k <= r * E  <=>  T <= floor(r E / k)
+  }
+  return {out.begin(), out.end()};
+}
+
+// ---- tuned configurations ---------------------------------------------------------------------
+
+std::string FusedMoeTuning::shape_name(std::int64_t n, std::int64_t k, DType dtype) {
+  return str_cat("N=", n, ",K=", k, ",dtype=", tuned_dtype_name(dtype));
+}
+
+FusedMoeTuning FusedMoeTuning::parse(std::string_view json_text, std::string_view source) {
+  using nlohmann::json;
+  auto fail = [&](std::string_view where, const auto&... detail) {
+    throw InputError(str_cat("fused_moe tuned config '", source, "': ", where, ": ", detail...));
+  };
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    fail("file", "invalid JSON: ", e.what());
+  }
+  if (!j.is_object()) fail("file", "expected a JSON object");
+  FusedMoeTuning t;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != "device" && it.key() != "shapes") fail(it.key(), "unknown field (known: device, shapes)");
+  }
+  if (!j.contains("device") || !j["device"].is_string()) fail("device", "missing or not a string");
+  t.device_ = j["device"].get<std::string>();
+  if (!j.contains("shapes") || !j["shapes"].is_object() || j["shapes"].empty())
+    fail("shapes", "missing, not an object, or empty");
+  for (auto s = j["shapes"].begin(); s != j["shapes"].end(); ++s) {
+    const std::string& shape = s.key();
+    long long n = 0, k = 0;
+    char dtype_buf[32] = {};
+    if (std::sscanf(shape.c_str(), "N=%lld,K=%lld,dtype=%31s", &n, &k, dtype_buf) != 3)
+      fail(shape, "shape key must read N=<n>,K=<k>,dtype=<bf16|f16|f32|fp8_w8a8>");
+    const std::optional<DType> dtype = tuned_dtype(dtype_buf);
+    if (!dtype) fail(shape, "dtype '", dtype_buf, "' is not one of bf16, f16, f32, fp8_w8a8");
+    if (n < 8 || n > kMaxDim || n % 8 != 0) fail(shape, "N=", n, " must be a multiple of 8 in [8, ", kMaxDim, "]");
+    if (k < kScaleGroup || k > kMaxDim || k % kScaleGroup != 0)
+      fail(shape, "K=", k, " must be a multiple of 128 in [128, ", kMaxDim, "]");
+    if (shape != shape_name(n, k, *dtype)) fail(shape, "write the key as ", shape_name(n, k, *dtype));
+    if (!s->is_object() || s->empty()) fail(shape, "expected a non-empty object of token-count buckets");
+    Buckets buckets;
+    for (auto b = s->begin(); b != s->end(); ++b) {
+      const std::string where = str_cat(shape, ", bucket \"", b.key(), "\"");
+      std::size_t used = 0;
+      long long tokens = 0;
+      try {
+        tokens = std::stoll(b.key(), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != b.key().size() || tokens < 1) fail(where, "bucket keys are positive token counts");
+      if (!b->is_object()) fail(where, "expected an object of tile fields");
+      static const char* kFields[] = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K",
+                                      "GROUP_SIZE_M", "num_warps",    "num_stages"};
+      std::int64_t v[6] = {};
+      for (auto f = b->begin(); f != b->end(); ++f) {
+        if (std::find_if(std::begin(kFields), std::end(kFields), [&](const char* x) { return f.key() == x; }) ==
+            std::end(kFields))
+          fail(where, "unknown field '", f.key(), "'");
+      }
+      for (int i = 0; i < 6; ++i) {
+        if (!b->contains(kFields[i]) || !(*b)[kFields[i]].is_number_integer())
+          fail(where, "field '", kFields[i], "' missing or not an integer");
+        v[i] = (*b)[kFields[i]].get<std::int64_t>();
+      }
+      const FusedMoeTile tile{v[0], v[1], v[2], v[3], v[4], v[5]};
+      if (const std::string p = tile_problem(tile, *dtype); !p.empty()) fail(where, p);
+      buckets.emplace(tokens, tile);
+    }
+    t.shapes_.emplace(shape, std::move(buckets));
+  }
+  return t;
+}
+
+FusedMoeTuning FusedMoeTuning::load(const std::string& name_or_path) {
+  return parse(read_text(name_or_path), name_or_path);
+}
+
+const FusedMoeTuning::Buckets* FusedMoeTuning::buckets(std::int64_t n, std::int64_t k, DType dtype) const {
+  auto it = shapes_.find(shape_name(n, k, dtype));
+  return it == shapes_.end() ? nullptr : &it->second;
+}
+
+std::optional<FusedMoeTile> FusedMoeTuning::tile_for(std::int64_t num_tokens, std::int64_t n, std::int64_t k,
+                                                     DType dtype) const {
+  const Buckets* b = buckets(n, k, dtype);
+  if (b == nullptr) return std::nullopt;
+  auto hi = b->lower_bound(num_tokens);  // first bucket >= T
+  if (hi == b->end()) return std::prev(hi)->second;
+  if (hi == b->begin() || hi->first == num_tokens) return hi->second;
+  auto lo = std::prev(hi);
+  return num_tokens - lo->first <= hi->first - num_tokens ? lo->second : hi->second;  // ties to the smaller
+}
+
+std::vector<std::int64_t> FusedMoeTuning::boundaries(std::int64_t n, std::int64_t k, DType dtype) const {
+  std::vector<std::int64_t> out;
+  const Buckets* b = buckets(n, k, dtype);
+  if (b == nullptr) return out;
+  for (auto it = b->begin(); std::next(it) != b->end(); ++it) {
+    out.push_back(it->first);                               // an exact bucket
+    out.push_back((it->first + std::next(it)->first) / 2);  // the last T that still picks it
+  }
+  if (!b->empty()) out.push_back(b->rbegin()->first);
+  return out;
+}
+
+// ---- the contract -----------------------------------------------------------------------------
+
+const KernelDef& FusedMoe::kernel_def() {
+  using param::in;
+  using param::integer;
+  using param::out;
+  constexpr auto kNoSpec = Specialize::do_not_specialize;
+  constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
+  static const KernelDef def{
+      std::string(kName),
+      "fused_moe/fused_moe.cuh",
+      "fused_moe_kernel",
+      {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
+      {in("a", kNoAlign), in("b"), out("c", kNoAlign), in("bias", kNoSpec), in("a_scale", kNoSpec),
+       in("b_scale", kNoSpec), in("topk_weights", kNoSpec), in("sorted_token_ids", kNoSpec), in("expert_ids", kNoSpec),
+       in("num_tokens_post_padded", kNoSpec), integer("em"), integer("num_valid"), integer("num_experts", kNoSpec),
+       integer("stride_am", kNoSpec), integer("stride_be", kNoSpec), integer("stride_bn", kNoSpec),
+       integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec)},
+      &kernel_sources()};
+  return def;
+}
+
+FusedMoeTile FusedMoe::tile_of(const Args& a) {
+  if (a.tile) return *a.tile;
+  return fused_moe_tile(a.a.size(0) * a.top_k, a.b.size(0), a.a.dtype());
+}
+
+std::vector<FusedMoe::Gemm> FusedMoe::config_gemms(const ModelConfig& c) {
+  std::vector<Gemm> out;
+  auto both = [&](DType dtype, std::optional<DType> scale) {
+    out.push_back(
+        {2 * c.moe_intermediate_size, c.hidden_size, c.num_experts_per_tok, false, dtype, c.act_dtype, scale});
+    out.push_back({c.hidden_size, c.moe_intermediate_size, 1, true, dtype, c.act_dtype, scale});
+  };
+  const auto& formats = c.expert_weight_formats;
+  if (std::find(formats.begin(), formats.end(), "bf16") != formats.end()) both(c.act_dtype, std::nullopt);
+  if (std::find(formats.begin(), formats.end(), "fp8") != formats.end()) both(DType::f8e4m3, c.fp8_scale_dtype);
+  return out;
+}
+
+bool FusedMoe::used_by(const ModelConfig& config) const {
+  // The Triton-style grouped-GEMM backend, with unquantised (activation-dtype) or fp8 w8a8 weights.
+  return config.has_backend("triton") && !config_gemms(config).empty();
+}
+
+std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
+  const std::int64_t e_local = config.num_local_experts(), k_route = config.num_experts_per_tok;
+  const bool naive_allowed = config.ep_size == 1;  // with EP an expert map is in use: always sorted
+  std::optional<FusedMoeTuning> tuning;
+  if (!config.fused_moe_tuned_config.empty()) tuning = FusedMoeTuning::load(config.fused_moe_tuned_config);
+
+  std::vector<CompileKey> keys;
+  for (const Gemm& g : config_gemms(config)) {
+    std::vector<std::int64_t> cuts = fused_moe_token_boundaries(k_route, e_local);
+    const std::vector<std::int64_t> naive_cut = fused_moe_token_boundaries(k_route, config.num_physical_experts());
+    cuts.insert(cuts.end(), naive_cut.begin(), naive_cut.end());
+    if (tuning) {
+      const std::vector<std::int64_t> t = tuning->boundaries(g.n, g.k, g.dtype);
+      cuts.insert(cuts.end(), t.begin(), t.end());
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    // Every token count in a bucket shares the layout and tile; num_valid = T * top_k reaches the
+    // classes of the first 32 counts of the bucket (classes repeat modulo 16) and of T = 1.
+    std::vector<std::int64_t> starts = {1};
+    for (std::int64_t b : cuts) {
+      if (b + 1 <= config.max_num_batched_tokens) starts.push_back(b + 1);
+    }
+    std::vector<std::vector<KeyValue>> rows;  // naive, ids_dtype, em, num_valid, tile...
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+      const std::int64_t lo = starts[i];
+      const std::int64_t hi = i + 1 < starts.size() ? starts[i + 1] - 1 : config.max_num_batched_tokens;
+      if (lo > hi) continue;
+      const bool naive = naive_allowed && fused_moe_naive(lo, k_route, config.num_physical_experts());
+      std::optional<FusedMoeTile> tuned = tuning ? tuning->tile_for(lo, g.n, g.k, g.dtype) : std::nullopt;
+      const FusedMoeTile tile = tuned ? *tuned : fused_moe_tile(lo * k_route, e_local, g.dtype);
+      std::set<std::int64_t> nv_reps;
+      for (std::int64_t t = lo; t <= std::min(hi, lo + 31); ++t) nv_reps.insert(rep(t * k_route));
+      const std::vector<DType> id_dtypes = naive ? config.index_dtypes : std::vector<DType>{DType::i32};
+      for (std::int64_t nv : nv_reps) {
+        for (DType ids : id_dtypes) {
+          const std::vector<std::int64_t> ems =
+              naive ? std::vector<std::int64_t>{nv} : std::vector<std::int64_t>{16, 2};
+          for (std::int64_t em : ems)
+            rows.push_back(
+                {naive, ids, em, nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m, tile.warps, tile.stages});
+        }
+      }
+    }
+    KeySpace space{std::string(kName)};
+    space.choices("dtype", {g.dtype}).choices("out_dtype", {g.out_dtype});
+    space.choices("quant", {std::string(g.scale_dtype ? "fp8_block" : "none")});
+    if (g.scale_dtype) space.choices("scale_dtype", {*g.scale_dtype});
+    space.choices("n", {g.n})
+        .choices("k", {g.k})
+        .choices("top_k", {g.top_k})
+        .choices("mul_routed_weight", {g.mul_routed_weight})
+        .choices("has_bias", {config.moe_expert_bias});
+    if (config.moe_expert_bias) space.choices("bias_dtype", {g.out_dtype});  // the engine's biases: the output dtype
+    space.zip({"naive", "ids_dtype", "em", "num_valid", "block_m", "block_n", "block_k", "group_m", "warps", "stages"},
+              rows);
+    std::vector<CompileKey> part = space.enumerate();
+    keys.insert(keys.end(), part.begin(), part.end());
+  }
+  return dedup(std::move(keys));
+}
+
+void FusedMoe::validate(const Args& a) const {
+  // a
+  checks::dtype_in(kName, "a", a.a, kOperandDTypes);
+  checks::rank(kName, "a", a.a, 2);
+  checks::element_aligned(kName, "a", a.a);
+  const DType dtype = a.a.dtype();
+  const std::int64_t es = dtype_size(dtype), row16 = 16 / es;
+  const std::int64_t m = a.a.size(0), k = a.a.size(1);
+  checks::dim_in(kName, "a", a.a, 0, 0, kI32Max, "rows index the grid");
+  checks::dim_in(kName, "a", a.a, 1, kScaleGroup, kMaxDim, "K is a constexpr of the binary");
+  check_input(k % kScaleGroup == 0, kName, "a", "K = ", k, " (", a.a.meta(), ") is not a multiple of 128 (k-tiles)");
+  check_input(a.a.stride(1) == 1, kName, "a", "the last dim must be contiguous (", a.a.meta(), ")");
+  check_input(a.a.stride(0) <= kI32Max && (m <= 1 || (a.a.stride(0) >= k && a.a.stride(0) % row16 == 0)), kName, "a",
+              "row stride ", a.a.stride(0), " (", a.a.meta(), ") must be >= K, a multiple of 16 bytes and fit i32");
+  check_input(a.top_k >= 1 && a.top_k <= kMaxTopK, kName, "top_k", a.top_k, " is outside [1, ", kMaxTopK, "]");
+  check_input(m * a.top_k <= kI32Max, kName, "top_k", "M * top_k = ", m * a.top_k, " exceeds i32");
+  const std::int64_t num_valid = m * a.top_k;
+
+  // b
+  checks::dtype_in(kName, "b", a.b, {dtype});
+  checks::rank(kName, "b", a.b, 3);
+  const std::int64_t e = a.b.size(0), n = a.b.size(1);
+  checks::dim_in(kName, "b", a.b, 0, 1, kI32Max, "experts");
+  checks::dim_in(kName, "b", a.b, 1, 8, kMaxDim, "N is a constexpr of the binary");
+  checks::dim_is(kName, "b", a.b, 2, k, "K from a");
+  check_input(n % 8 == 0, kName, "b", "N = ", n, " (", a.b.meta(), ") is not a multiple of 8");
+  check_input(a.b.aligned16(), kName, "b", "expert weights must be 16-byte aligned (", a.b.meta(), ")");
+  check_input(a.b.stride(2) == 1 && a.b.stride(1) >= k && a.b.stride(1) % row16 == 0 &&
+                  a.b.stride(0) >= n * a.b.stride(1) && a.b.stride(0) % row16 == 0 && a.b.stride(0) <= kI32Max,
+              kName, "b", "strides (", a.b.meta(),
+              ") must be dense along K, multiples of 16 bytes, non-overlapping and fit i32");
+
+  // c
+  checks::dtype_in(kName, "c", a.c, kOutDTypes);
+  checks::rank(kName, "c", a.c, 2);
+  checks::element_aligned(kName, "c", a.c);
+  checks::dim_is(kName, "c", a.c, 0, num_valid, "M * top_k");
+  checks::dim_is(kName, "c", a.c, 1, n, "N from b");
+  const std::int64_t c16 = 16 / dtype_size(a.c.dtype());
+  check_input(a.c.stride(1) == 1 && a.c.stride(0) <= kI32Max &&
+                  (num_valid <= 1 || (a.c.stride(0) >= n && a.c.stride(0) % c16 == 0)),
+              kName, "c", "row stride ", a.c.stride(0), " (", a.c.meta(),
+              ") must be >= N, a multiple of 16 bytes and fit i32, the last dim contiguous");
+
+  // fp8 scales
+  const bool fp8 = dtype == DType::f8e4m3;
+  check_input(a.a_scale.has_value() == fp8, kName, "a_scale",
+              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
+  check_input(a.b_scale.has_value() == fp8, kName, "b_scale",
+              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
+  if (fp8) {
+    checks::dtype_in(kName, "a_scale", *a.a_scale, kScaleDTypes);
+    checks::dense(kName, "a_scale", *a.a_scale, 2);
+    checks::dim_is(kName, "a_scale", *a.a_scale, 0, m, "M from a");
+    checks::dim_is(kName, "a_scale", *a.a_scale, 1, k / kScaleGroup, "K / 128");
+    checks::dtype_in(kName, "b_scale", *a.b_scale, {a.a_scale->dtype()});
+    checks::dense(kName, "b_scale", *a.b_scale, 3);
+    checks::dim_is(kName, "b_scale", *a.b_scale, 0, e, "E from b");
+    checks::dim_is(kName, "b_scale", *a.b_scale, 1, ceil_div(n, kScaleGroup), "ceil(N / 128)");
+    checks::dim_is(kName, "b_scale", *a.b_scale, 2, k / kScaleGroup, "K / 128");
+  }
+
+  if (a.bias) {
+    checks::dtype_in(kName, "bias", *a.bias, kOutDTypes);
+    checks::rank(kName, "bias", *a.bias, 2);
+    checks::element_aligned(kName, "bias", *a.bias);
+    checks::dim_is(kName, "bias", *a.bias, 0, e, "E from b");
+    checks::dim_is(kName, "bias", *a.bias, 1, n, "N from b");
+    check_input(a.bias->stride(1) == 1 && a.bias->stride(0) >= n && a.bias->stride(0) <= kI32Max, kName, "bias",
+                "strides (", a.bias->meta(), ") must be dense along N and fit i32");
+  }
+  if (a.topk_weights) {
+    checks::dtype_in(kName, "topk_weights", *a.topk_weights, {DType::f32});
+    checks::contiguous(kName, "topk_weights", *a.topk_weights);
+    checks::element_aligned(kName, "topk_weights", *a.topk_weights);
+    check_input(a.topk_weights->numel() == num_valid, kName, "topk_weights", "holds ", a.topk_weights->numel(),
+                " weights (", a.topk_weights->meta(), "), expected M * top_k = ", num_valid);
+  }
+
+  // the tile
+  const FusedMoeTile tile = tile_of(a);
+  if (const std::string p = tile_problem(tile, dtype); !p.empty()) fail_input(kName, "tile", p);
+
+  // the layout
+  check_input(a.sorted_token_ids.has_value() == a.num_tokens_post_padded.has_value(), kName,
+              a.sorted_token_ids ? "num_tokens_post_padded" : "sorted_token_ids",
+              "sorted_token_ids and num_tokens_post_padded come together (moe_align's layout) or not at all (naive)");
+  if (a.sorted_token_ids) {
+    checks::dtype_in(kName, "sorted_token_ids", *a.sorted_token_ids, {DType::i32});
+    checks::dense(kName, "sorted_token_ids", *a.sorted_token_ids, 1);
+    const std::int64_t em = a.sorted_token_ids->size(0);
+    const std::int64_t need = num_valid == 0 ? 0 : num_valid + e * (tile.block_m - 1);
+    check_input(em >= need && em <= kI32Max, kName, "sorted_token_ids", "length ", em,
+                " is below M * top_k + E * (BLOCK_M - 1) = ", need, " (moe_align's capacity) or exceeds i32");
+    checks::dtype_in(kName, "expert_ids", a.expert_ids, {DType::i32});
+    checks::dense(kName, "expert_ids", a.expert_ids, 1);
+    check_input(a.expert_ids.size(0) >= ceil_div(em, tile.block_m), kName, "expert_ids", "holds ", a.expert_ids.size(0),
+                " blocks (", a.expert_ids.meta(), "), fewer than ceil(EM / BLOCK_M) = ", ceil_div(em, tile.block_m));
+    checks::dtype_in(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, {DType::i32});
+    checks::dense(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, 1);
+    checks::dim_is(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, 0, 1, "one count");
+  } else {
+    checks::dtype_in(kName, "expert_ids", a.expert_ids, kNaiveIdDTypes);
+    checks::contiguous(kName, "expert_ids", a.expert_ids);
+    checks::element_aligned(kName, "expert_ids", a.expert_ids);
+    check_input(a.expert_ids.numel() == num_valid, kName, "expert_ids", "naive layout: holds ", a.expert_ids.numel(),
+                " ids (", a.expert_ids.meta(), "), expected one per entry, M * top_k = ", num_valid);
+  }
+}
+
+CompileKey FusedMoe::dispatch(const Args& a) const {
+  const FusedMoeTile tile = tile_of(a);
+  const std::int64_t num_valid = a.a.size(0) * a.top_k;
+  const bool naive = !a.sorted_token_ids.has_value();
+  std::vector<CompileKey::Field> f{{"dtype", a.a.dtype()}, {"out_dtype", a.c.dtype()}};
+  f.emplace_back("quant", std::string(a.a_scale ? "fp8_block" : "none"));
+  if (a.a_scale) f.emplace_back("scale_dtype", a.a_scale->dtype());
+  f.emplace_back("n", a.b.size(1));
+  f.emplace_back("k", a.b.size(2));
+  f.emplace_back("top_k", a.top_k);
+  f.emplace_back("mul_routed_weight", a.topk_weights.has_value());
+  f.emplace_back("has_bias", a.bias.has_value());
+  if (a.bias) f.emplace_back("bias_dtype", a.bias->dtype());
+  f.emplace_back("naive", naive);
+  f.emplace_back("ids_dtype", a.expert_ids.dtype());
+  f.emplace_back("em", rep(naive ? num_valid : a.sorted_token_ids->size(0)));
+  f.emplace_back("num_valid", rep(num_valid));
+  f.emplace_back("block_m", tile.block_m);
+  f.emplace_back("block_n", tile.block_n);
+  f.emplace_back("block_k", tile.block_k);
+  f.emplace_back("group_m", tile.group_m);
+  f.emplace_back("warps", tile.warps);
+  f.emplace_back("stages", tile.stages);
+  return CompileKey(std::string(kName), std::move(f));
+}
+
+FusedMoeArgs FusedMoe::warmup_inputs(const CompileKey& key) const {
+  const DType dtype = key.get_dtype("dtype");
+  const std::int64_t n = key.get_int("n"), k = key.get_int("k"), top_k = key.get_int("top_k");
+  const FusedMoeTile tile{key.get_int("block_m"), key.get_int("block_n"), key.get_int("block_k"),
+                          key.get_int("group_m"), key.get_int("warps"),   key.get_int("stages")};
+  const std::int64_t want_nv = key.get_int("num_valid"), want_em = key.get_int("em");
+  const bool naive = key.get_bool("naive");
+  constexpr std::int64_t kExperts = 1;  // any count works: num_experts is not specialised
+
+  // The fewest rows M whose num_valid = M * top_k has the key's class (never 0: M starts at 1).
+  std::int64_t m = 0;
+  for (std::int64_t cand = 1; cand <= 64 && m == 0; ++cand) {
+    if (rep(cand * top_k) == want_nv) m = cand;
+  }
+  if (m == 0)
+    fail_input(kName, "num_valid", "no row count M in [1, 64] gives M * top_k (top_k ", top_k, ") the class ", want_nv,
+               " (", key, ")");
+  const std::int64_t num_valid = m * top_k;
+  std::int64_t em = num_valid;
+  if (!naive) {  // the smallest capacity >= moe_align's with the key's class
+    em = num_valid + kExperts * (tile.block_m - 1);
+    while (rep(em) != want_em && em < num_valid + kExperts * (tile.block_m - 1) + 32) ++em;
+    if (rep(em) != want_em)
+      fail_input(kName, "em", "no sorted length near ", num_valid + tile.block_m - 1, " has the class ", want_em, " (",
+                 key, ")");
+  }
+
+  Args a;
+  a.a = Tensor::meta(dtype, {m, k});
+  a.b = Tensor::meta(dtype, {kExperts, n, k});
+  a.c = Tensor::meta(key.get_dtype("out_dtype"), {num_valid, n});
+  if (key.get_string("quant") == "fp8_block") {
+    const DType sd = key.get_dtype("scale_dtype");
+    a.a_scale = Tensor::meta(sd, {m, k / kScaleGroup});
+    a.b_scale = Tensor::meta(sd, {kExperts, ceil_div(n, kScaleGroup), k / kScaleGroup});
+  }
+  if (key.get_bool("has_bias")) a.bias = Tensor::meta(key.get_dtype("bias_dtype"), {kExperts, n});
+  if (key.get_bool("mul_routed_weight")) a.topk_weights = Tensor::meta(DType::f32, {num_valid});
+  if (naive) {
+    a.expert_ids = Tensor::meta(key.get_dtype("ids_dtype"), {num_valid});
+  } else {
+    a.sorted_token_ids = Tensor::meta(DType::i32, {em});
+    a.expert_ids = Tensor::meta(key.get_dtype("ids_dtype"), {ceil_div(em, tile.block_m)});
+    a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
+  }
+  a.top_k = top_k;
+  a.tile = tile;  // from the key, never recomputed from these shapes
+  return a;
+}
+
+LaunchSpec FusedMoe::launch_spec(const Args& a) const {
+  const FusedMoeTile tile = tile_of(a);
+  const std::int64_t n = a.b.size(1), k = a.b.size(2);
+  const std::int64_t num_valid = a.a.size(0) * a.top_k;
+  const bool naive = !a.sorted_token_ids.has_value();
+  const std::int64_t em = naive ? num_valid : a.sorted_token_ids->size(0);
+  const std::int64_t m_blocks = naive ? num_valid : std::min(ceil_div(em, tile.block_m), num_valid);
+  LaunchSpec s;
+  s.skip = num_valid == 0;
+  s.grid = {static_cast<unsigned>(std::max<std::int64_t>(m_blocks, 1) * ceil_div(n, tile.block_n)), 1, 1};
+  s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
+  s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
+  s.constant("N", n)
+      .constant("K", k)
+      .constant("TOP_K", a.top_k)
+      .constant("BLOCK_M", tile.block_m)
+      .constant("BLOCK_N", tile.block_n)
+      .constant("BLOCK_K", tile.block_k)
+      .constant("GROUP_M", tile.group_m)
+      .constant("WARPS", tile.warps)
+      .constant("STAGES", tile.stages)
+      .ptr("a", a.a)
+      .ptr("b", a.b)
+      .ptr("c", a.c)
+      .ptr("bias", a.bias)
+      .ptr("a_scale", a.a_scale)
+      .ptr("b_scale", a.b_scale)
+      .ptr("topk_weights", a.topk_weights)
+      .ptr("sorted_token_ids", a.sorted_token_ids)
+      .ptr("expert_ids", a.expert_ids)
+      .ptr("num_tokens_post_padded", a.num_tokens_post_padded)
+      .integer("em", em)
+      .integer("num_valid", num_valid)
+      .integer("num_experts", a.b.size(0))
+      .integer("stride_am", a.a.stride(0))
+      .integer("stride_be", a.b.stride(0))
+      .integer("stride_bn", a.b.stride(1))
+      .integer("stride_cm", a.c.stride(0))
+      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0);
+  return s;
+}
+
+std::string FusedMoe::describe(const Args& a) const {
+  auto opt = [](const std::optional<Tensor>& t) { return t ? t->meta().to_string() : std::string("none"); };
+  std::ostringstream tile;
+  if (a.tile) tile << " tile(" << *a.tile << ")";
+  return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " c=", a.c.meta(), " bias=", opt(a.bias),
+                 " a_scale=", opt(a.a_scale), " b_scale=", opt(a.b_scale), " topk_weights=", opt(a.topk_weights),
+                 " sorted_token_ids=", opt(a.sorted_token_ids), " expert_ids=", a.expert_ids.meta(),
+                 " num_tokens_post_padded=", opt(a.num_tokens_post_padded), " top_k=", a.top_k, tile.str());
+}
+
+}  // namespace warmkey

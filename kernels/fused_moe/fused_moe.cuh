@@ -1,0 +1,214 @@
+// fused_moe device template: the grouped expert GEMM over moe_align's sorted entries,
+// C[entry, n] = (sum_k A[entry / TOP_K, k] * B[e, n, k] + bias[e, n]) * w[entry], on tensor cores.
+#pragma once
+
+#include "device/gemm.cuh"
+
+// NOTES:
+// - Grid: one block per (m-block, n-block), 1-D, Triton's GROUP_M rasterisation (GROUP_M m-blocks
+//   walk the n-blocks together, so the expert weights they share stay in L2). m-blocks are
+//   min(ceil(em / BLOCK_M), num_valid): a sorted layout never uses more blocks than entries.
+// - Sorted layout (moe_align): block m covers sorted_token_ids[m * BLOCK_M, (m + 1) * BLOCK_M)
+//   with expert expert_ids[m]; blocks at or past num_tokens_post_padded return at once. Naive
+//   layout (sorted_token_ids none): block m holds the single entry m, expert expert_ids[m] (the
+//   flat top-k ids). An entry >= num_valid is padding: its A row reads as zeros, nothing is stored.
+// - An expert outside [0, num_experts) (-1 from an expert map, a padding id) writes zeros to the
+//   block's valid rows and reads nothing else.
+// - Operands: A rows are gathered (entry / TOP_K) with a row stride; B rows are contiguous along K
+//   inside expert e. The contract validates that every row stride is a multiple of 16 bytes and
+//   that B is 16-byte aligned. A moves with cp.async when its base address is 16-byte aligned (a
+//   uniform run-time test: misaligned views need no binary of their own), else it is staged
+//   through registers element by element; C likewise takes column-pair stores or element stores.
+// - fp8 w8a8: each 128-wide k-tile is one scale group. Its mma partial sums are folded into the
+//   fp32 accumulators as acc += part * a_scale[row, kt] * b_scale[e, n0 / 128, kt] (BLOCK_N
+//   divides 128, so a block sees one B scale per k-tile). UE8M0 scales are 2^(byte - 127).
+// - Epilogue straight from the accumulators: (acc + bias) * w, rounded once to the output dtype;
+//   pairs of columns are stored together when C is 16-byte aligned (its row stride is validated).
+template <class S>
+__global__ void __launch_bounds__(32 * S::WARPS)
+    fused_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c,
+                     const typename S::bias_t* bias, const typename S::a_scale_t* a_scale,
+                     const typename S::b_scale_t* b_scale, const typename S::topk_weights_t* topk_weights,
+                     const typename S::sorted_token_ids_t* sorted_token_ids, const typename S::expert_ids_t* expert_ids,
+                     const typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::em_t em,
+                     typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+                     typename S::stride_am_t stride_am, typename S::stride_be_t stride_be,
+                     typename S::stride_bn_t stride_bn, typename S::stride_cm_t stride_cm,
+                     typename S::stride_bias_t stride_bias) {
+  using T = typename S::a_t;
+  using out_t = typename S::c_t;
+  constexpr int kN = static_cast<int>(S::N);
+  constexpr int kK = static_cast<int>(S::K);
+  constexpr int kTopK = static_cast<int>(S::TOP_K);
+  constexpr int kBM = static_cast<int>(S::BLOCK_M);
+  constexpr int kBN = static_cast<int>(S::BLOCK_N);
+  constexpr int kGroupM = static_cast<int>(S::GROUP_M);
+  using Cfg = wk::gemm::Tile<T, kBM, kBN, static_cast<int>(S::WARPS), static_cast<int>(S::STAGES)>;
+  constexpr int kThreads = Cfg::kThreads;
+  constexpr int kMI = Cfg::kMI, kNI = Cfg::kNI;
+  constexpr bool kNaive = S::sorted_token_ids_none;
+  constexpr bool kFp8 = sizeof(T) == 1;
+  constexpr bool kHasBias = !S::bias_none;
+  constexpr bool kMulWeight = !S::topk_weights_none;
+  constexpr int kNumPidN = (kN + kBN - 1) / kBN;
+  constexpr int kKTiles = kK / Cfg::kElemsPerRow;
+  constexpr int kScaleCols = kK / 128;           // fp8: k-groups per row of a_scale / b_scale
+  constexpr int kScaleRowsB = (kN + 127) / 128;  // fp8: n-groups of b_scale
+  static_assert(S::BLOCK_K == Cfg::kElemsPerRow, "fused_moe: BLOCK_K is one 128-byte row of elements");
+  static_assert(kK % Cfg::kElemsPerRow == 0, "fused_moe: K is a whole number of k-tiles");
+  static_assert(!kFp8 || (128 % kBN == 0 && !S::a_scale_none && !S::b_scale_none),
+                "fused_moe: fp8 needs both scales and BLOCK_N dividing 128");
+  static_assert(!kNaive || S::num_tokens_post_padded_none, "fused_moe: the naive layout has no padded count");
+
+  extern __shared__ __align__(128) char smem[];
+  int* s_entry = reinterpret_cast<int*>(smem + Cfg::kSmemBytes);  // [kBM] entry of each row
+
+  const long long nv = WARMKEY_INT(S, num_valid);
+  const int tid = static_cast<int>(threadIdx.x);
+
+  // Block -> (pid_m, pid_n), GROUP_M m-blocks at a time.
+  const int num_pid_m = static_cast<int>(gridDim.x) / kNumPidN;
+  const int pid = static_cast<int>(blockIdx.x);
+  const int group = pid / (kGroupM * kNumPidN);
+  const int first_m = group * kGroupM;
+  const int group_size = num_pid_m - first_m < kGroupM ? num_pid_m - first_m : kGroupM;
+  const int pid_m = first_m + (pid % (kGroupM * kNumPidN)) % group_size;
+  const int pid_n = (pid % (kGroupM * kNumPidN)) / group_size;
+  const int n0 = pid_n * kBN;
+
+  long long em_v = 0;
+  if constexpr (!kNaive) {
+    em_v = WARMKEY_INT(S, em);
+    if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
+  }
+  const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+
+  for (int r = tid; r < kBM; r += kThreads) {
+    long long entry;
+    if constexpr (kNaive) {
+      entry = r == 0 ? pid_m : nv;
+    } else {
+      const long long pos = static_cast<long long>(pid_m) * kBM + r;
+      entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+    }
+    s_entry[r] = entry >= 0 && entry < nv ? static_cast<int>(entry) : -1;
+  }
+  __syncthreads();
+
+  if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros
+    for (int i = tid; i < kBM * kBN; i += kThreads) {
+      const int entry = s_entry[i / kBN], col = n0 + i % kBN;
+      if (entry >= 0 && col < kN) c[static_cast<long long>(entry) * stride_cm + col] = wk::from_float<out_t>(0.0f);
+    }
+    return;
+  }
+
+  // Per-thread copy sources: fixed (row, chunk) pairs for the whole k loop.
+  const bool a_vec = (reinterpret_cast<unsigned long long>(a) & 15ull) == 0;
+  const char* a_src[Cfg::kAIters];
+  bool a_ok[Cfg::kAIters];
+#pragma unroll
+  for (int i = 0; i < Cfg::kAIters; ++i) {
+    const int chunk = tid + i * kThreads;
+    const int r = (chunk >> 3) < kBM ? (chunk >> 3) : 0;
+    const int entry = s_entry[r];
+    a_ok[i] = chunk < kBM * wk::gemm::kChunks && entry >= 0;
+    const long long row = a_ok[i] ? entry / kTopK : 0;
+    a_src[i] = reinterpret_cast<const char*>(a + row * static_cast<long long>(stride_am)) + (chunk & 7) * 16;
+  }
+  const char* b_src[Cfg::kBIters];
+  bool b_ok[Cfg::kBIters];
+  const T* b_expert = b + e * static_cast<long long>(stride_be);
+#pragma unroll
+  for (int i = 0; i < Cfg::kBIters; ++i) {
+    const int chunk = tid + i * kThreads;
+    const int n = n0 + (chunk >> 3);
+    b_ok[i] = chunk < kBN * wk::gemm::kChunks && n < kN;
+    b_src[i] = reinterpret_cast<const char*>(b_expert + (b_ok[i] ? n : 0) * static_cast<long long>(stride_bn)) +
+               (chunk & 7) * 16;
+  }
+
+  auto load = [&](char* stage, int kt) {
+    const int kbytes = kt * wk::gemm::kRowBytes;
+#pragma unroll
+    for (int i = 0; i < Cfg::kAIters; ++i) {
+      const int chunk = tid + i * kThreads;
+      if (Cfg::kAIters * kThreads > kBM * wk::gemm::kChunks && chunk >= kBM * wk::gemm::kChunks) break;
+      const int off = wk::gemm::swizzle(chunk >> 3, chunk & 7);
+      if (a_vec)
+        wk::gemm::cp_async16(wk::gemm::smem_u32(stage + off), a_src[i] + kbytes, a_ok[i]);
+      else
+        wk::gemm::copy16_sync<T>(stage + off, a_src[i] + kbytes, a_ok[i]);
+    }
+    char* b_stage = stage + kBM * wk::gemm::kRowBytes;
+#pragma unroll
+    for (int i = 0; i < Cfg::kBIters; ++i) {
+      const int chunk = tid + i * kThreads;
+      if (Cfg::kBIters * kThreads > kBN * wk::gemm::kChunks && chunk >= kBN * wk::gemm::kChunks) break;
+      wk::gemm::cp_async16(wk::gemm::smem_u32(b_stage + wk::gemm::swizzle(chunk >> 3, chunk & 7)), b_src[i] + kbytes,
+                           b_ok[i]);
+    }
+  };
+
+  const int lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / Cfg::kWarpsN, warp_n = warp % Cfg::kWarpsN;
+  const int g = lane >> 2, t4 = lane & 3;
+
+  float acc[kMI][kNI][4];
+  Cfg::zero(acc);
+
+  if constexpr (kFp8) {
+    // The A-scale rows of this thread's accumulator rows (-1: padding, scale 0).
+    int scale_row[kMI][2];
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int entry = s_entry[warp_m * Cfg::kWarpM + mi * 16 + h * 8 + g];
+        scale_row[mi][h] = entry >= 0 ? (entry / kTopK) * kScaleCols : -1;
+      }
+    const typename S::b_scale_t* b_scale_row = b_scale + (e * kScaleRowsB + n0 / 128) * kScaleCols;
+    Cfg::pipeline(smem, kKTiles, load, [&](const char* stage, int kt) {
+      float sa[kMI][2];
+#pragma unroll
+      for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          sa[mi][h] = scale_row[mi][h] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + scale_row[mi][h] + kt)) : 0.0f;
+      const float sb = wk::gemm::block_scale(__ldg(b_scale_row + kt));
+      Cfg::compute_scaled(stage, acc, sa, sb, warp_m, warp_n, lane);
+    });
+  } else {
+    Cfg::pipeline(smem, kKTiles, load, [&](const char* stage, int) { Cfg::compute(stage, acc, warp_m, warp_n, lane); });
+  }
+
+  // Epilogue: (acc + bias) * w, rounded once, stored by column pairs.
+  const bool c_vec = (reinterpret_cast<unsigned long long>(c) & 15ull) == 0;
+#pragma unroll
+  for (int mi = 0; mi < kMI; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int entry = s_entry[warp_m * Cfg::kWarpM + mi * 16 + h * 8 + g];
+      if (entry < 0) continue;
+      float w = 1.0f;
+      if constexpr (kMulWeight) w = __ldg(topk_weights + entry);
+      out_t* out_row = c + static_cast<long long>(entry) * stride_cm;
+#pragma unroll
+      for (int ni = 0; ni < kNI; ++ni) {
+        const int col = n0 + warp_n * Cfg::kWarpN + ni * 8 + 2 * t4;
+        if (col >= kN) continue;
+        float v[2] = {acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]};
+        if constexpr (kHasBias) {
+          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
+          v[0] += wk::to_float(bias_row[col]);
+          v[1] += wk::to_float(bias_row[col + 1]);
+        }
+        if constexpr (kMulWeight) v[0] *= w, v[1] *= w;
+        if (c_vec)
+          wk::store_floats<true, 2>(out_row + col, 2, v);
+        else
+          wk::store_floats<false, 2>(out_row + col, 2, v);
+      }
+    }
+  }
+}

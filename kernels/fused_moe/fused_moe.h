@@ -1,0 +1,165 @@
+// fused_moe contract: the grouped expert GEMM over moe_align's sorted entries (W13 and W2 of a
+// MoE layer), bf16/f16/f32 or fp8 e4m3 w8a8 with 128x128 block scales, on tensor cores.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "warmup/contract.h"
+#include "warmup/tensor.h"
+
+namespace warmkey {
+
+// The tile one launch runs with. BLOCK_K is always one 128-byte row of elements (64 bf16/f16,
+// 128 fp8, 32 f32).
+struct FusedMoeTile {
+  std::int64_t block_m = 16;  // 16, 32, 64, 128: also the BLOCK_M moe_align padded with
+  std::int64_t block_n = 64;  // 64, 128
+  std::int64_t block_k = 64;
+  std::int64_t group_m = 1;  // 1..64: m-blocks rasterised together
+  std::int64_t warps = 4;    // 4, 8
+  std::int64_t stages = 4;   // 2..8 (shared memory: stages * (block_m + block_n) * 128 bytes)
+  bool operator==(const FusedMoeTile&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t);
+
+struct FusedMoeArgs {
+  // [M, K]: W13 the hidden states (M = T), W2 the activations (M = T * top_k). bf16 | f16 | f32 |
+  // f8e4m3; the last dim contiguous, the row stride any multiple of 16 bytes; any element-aligned
+  // address.
+  Tensor a;
+  // [E, N, K] expert weights, the dtype of a; the last dim contiguous, both strides multiples of
+  // 16 bytes, 16-byte aligned.
+  Tensor b;
+  // [M * top_k, N] output, bf16 | f16 | f32 (f8e4m3 inputs: the activation dtype); the last dim
+  // contiguous, row stride a multiple of 16 bytes; any element-aligned address.
+  Tensor c;
+  std::optional<Tensor> bias;  // [E, N] bf16 | f16 | f32, last dim contiguous: added before the weight
+  // fp8 only, both or neither: a_scale [M, K / 128], b_scale [E, ceil(N / 128), K / 128], contiguous,
+  // f32 or ue8m0 (2^(byte - 127)), the same dtype.
+  std::optional<Tensor> a_scale;
+  std::optional<Tensor> b_scale;
+  std::optional<Tensor> topk_weights;  // [M * top_k] (any shape, read flat) f32: given = multiply (W2)
+  // moe_align's layout: sorted_token_ids [EM] i32, expert_ids [>= ceil(EM / BLOCK_M)] i32,
+  // num_tokens_post_padded [1] i32. Naive layout (tiny batches): sorted_token_ids and
+  // num_tokens_post_padded absent, expert_ids the flat top-k ids [M * top_k] (i32 | u32 | i64).
+  std::optional<Tensor> sorted_token_ids;
+  Tensor expert_ids;
+  std::optional<Tensor> num_tokens_post_padded;
+  std::int64_t top_k = 1;  // W13: K of the routing; W2: 1
+  // A tile chosen by the engine from a tuned-config file (FusedMoeTuning::tile_for); absent: the
+  // heuristic fused_moe_tile().
+  std::optional<FusedMoeTile> tile;
+};
+
+// ---- the heuristic ------------------------------------------------------------------------------
+
+// BLOCK_M from the entries per expert (num_valid = M * top_k entries over E experts), so that
+// W13 and W2 of one batch (same entries, same moe_align layout) agree:
+//   num_valid <= 8 E:  BLOCK_M 16, BLOCK_N 64, 4 warps, 5 stages  (decode: weight streaming)
+//   num_valid <= 24 E: BLOCK_M 32, BLOCK_N 64, 4 warps, 4 stages
+//   num_valid <= 64 E: BLOCK_M 64, BLOCK_N 128, 4 warps, 4 stages, GROUP_M 8
+//   else:              BLOCK_M 128, BLOCK_N 128, 8 warps, 4 stages, GROUP_M 8
+// The same for every dtype but BLOCK_K (128 bytes of elements).
+FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DType dtype);
+// The entries-per-expert ratios the heuristic compares num_valid with (`num_valid <= r * E`).
+inline constexpr std::int64_t kFusedMoeEntriesPerExpertBoundaries[] = {8, 24, 64};
+// Naive layout (no sorting, one entry per block) when T * top_k * kFusedMoeNaiveSparsity <= E and
+// no expert map is in use (the engine's rule; the contract only sees which layout it got).
+inline constexpr std::int64_t kFusedMoeNaiveSparsity = 4;
+bool fused_moe_naive(std::int64_t num_tokens, std::int64_t top_k, std::int64_t num_experts);
+// The token counts T where the heuristic's tile or the layout changes (each `T <= b`), for a
+// routing top_k over E experts: warmup and the certificate enumerate both sides of each.
+std::vector<std::int64_t> fused_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts);
+
+// Why a tile cannot run with operands of `dtype` (the warp layout of device/gemm.cuh's Tile, the
+// shared-memory limit), or "" (batched_moe validates its tiles with it too).
+std::string fused_moe_tile_problem(const FusedMoeTile& tile, DType dtype);
+
+// ---- tuned configurations -------------------------------------------------------------------------
+
+// A tuned-config file, as the reference engines ship them, per device:
+//   {"device": "NVIDIA H200",
+//    "shapes": {"N=4096,K=4096,dtype=bf16": {"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64,
+//                 "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 5}, "64": {...}},
+//               "N=4096,K=2048,dtype=fp8_w8a8": {...}}}
+// dtype is bf16, f16, f32 or fp8_w8a8; the bucket keys are token counts T. A batch of T tokens takes
+// the bucket nearest T (ties to the smaller), as the reference engines do.
+class FusedMoeTuning {
+ public:
+  using Buckets = std::map<std::int64_t, FusedMoeTile>;
+  // Parses and validates; throws InputError naming `source`, the entry and the field.
+  static FusedMoeTuning parse(std::string_view json_text, std::string_view source);
+  // An embedded file (configs/tuned/..., by its name under configs/) or a path.
+  static FusedMoeTuning load(const std::string& name_or_path);
+
+  const std::string& device() const { return device_; }
+  // The buckets of one GEMM shape, or nullptr.
+  const Buckets* buckets(std::int64_t n, std::int64_t k, DType dtype) const;
+  // The tile for T tokens of a shape, or nullopt when the file does not tune the shape.
+  std::optional<FusedMoeTile> tile_for(std::int64_t num_tokens, std::int64_t n, std::int64_t k, DType dtype) const;
+  // The token counts where tile_for changes (each `T <= b`).
+  std::vector<std::int64_t> boundaries(std::int64_t n, std::int64_t k, DType dtype) const;
+  // "N=4096,K=4096,dtype=bf16"
+  static std::string shape_name(std::int64_t n, std::int64_t k, DType dtype);
+
+ private:
+  std::string device_;
+  std::map<std::string, Buckets> shapes_;
+};
+
+// ---- the contract ------------------------------------------------------------------------------
+
+// CompileKey fields, in order:
+//   dtype, out_dtype          dtypes of a/b and c
+//   quant                     "none" or "fp8_block" (w8a8, 128x128 block scales); with fp8_block
+//                             scale_dtype (f32 or ue8m0)
+//   n, k                      N and K exactly (constexprs: the k loop and the n-blocks unroll)
+//   top_k                     TOP_K (A row = entry / TOP_K)
+//   mul_routed_weight         topk_weights given
+//   has_bias                  bias given; then bias_dtype
+//   naive                     the naive layout (sorted_token_ids absent)
+//   ids_dtype                 dtype of expert_ids (i32 in the sorted layout)
+//   em, num_valid             rep(EM) and rep(M * top_k) (EM = sorted_token_ids' length; the naive
+//                             layout passes num_valid)
+//   block_m, block_n, block_k, group_m, warps, stages   the tile
+// a and c are do_not_specialize_on_alignment: the kernel tests their 16-byte alignment at run time
+// (one uniform branch), so misaligned views need no keys of their own; b must be 16-byte aligned
+// (validated). Scales, bias, weights and the layout tensors are read element by element
+// (do_not_specialize); strides and num_experts are do_not_specialize (validated to fit i32).
+// Numerics: fp32 accumulation; f32 operands go through tf32 (rounded to nearest), so f32 results
+// carry about 2^-11 relative error per product (tolerance: 2^-8 relative to max(|ref|, rms/2));
+// bf16/f16 one rounding of the output. fp8: exact products, per-k-tile fp32 partial sums scaled by
+// a_scale * b_scale.
+class FusedMoe : public Contract<FusedMoeArgs> {
+ public:
+  static const KernelDef& kernel_def();
+  const KernelDef& def() const override { return kernel_def(); }
+
+  bool used_by(const ModelConfig& config) const override;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& config) const override;
+
+  void validate(const Args& args) const override;
+  CompileKey dispatch(const Args& args) const override;
+  Args warmup_inputs(const CompileKey& key) const override;
+  LaunchSpec launch_spec(const Args& args) const override;
+  std::string describe(const Args& args) const override;
+
+  // The tile args run with: args.tile, else the heuristic.
+  static FusedMoeTile tile_of(const Args& args);
+  // The GEMMs a configuration runs per layer: W13 (N = 2I, K = H, top_k = K) and W2 (N = H,
+  // K = I, top_k = 1, weight multiply), each in each operand dtype the config serves.
+  struct Gemm {
+    std::int64_t n, k, top_k;
+    bool mul_routed_weight;
+    DType dtype, out_dtype;
+    std::optional<DType> scale_dtype;  // fp8 w8a8
+  };
+  static std::vector<Gemm> config_gemms(const ModelConfig& config);
+};
+
+}  // namespace warmkey

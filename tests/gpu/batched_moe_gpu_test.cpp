@@ -1,0 +1,88 @@
+// batched_moe on the GPU against the Eigen reference, hand-picked beside the generic oracle sweep:
+// every operand dtype and quant mode, every tile of the heuristic (max_tokens on both sides of
+// each boundary), W13- and W2-like shapes, partial n-blocks, counts from 0 to the capacity (rows
+// past a count must keep their values), aligned and misaligned a and c.
+#include <gtest/gtest.h>
+
+#include "equivalence/oracles/batched_moe.h"
+#include "tests/support/device.h"
+#include "tests/support/numeric.h"
+#include "warmup/error.h"
+
+namespace warmkey {
+
+void PrintTo(const BatchedMoeCase& p, std::ostream* os) { *os << p.label(); }
+
+}  // namespace warmkey
+
+namespace warmkey::test {
+namespace {
+
+struct Operands {
+  DType dtype, out;
+  std::optional<DType> scales;
+};
+
+std::vector<BatchedMoeCase> all_cases() {
+  std::vector<BatchedMoeCase> cases;
+  auto add = [&](BatchedMoeCase p) {
+    p.seed = derive_seed(test_seed(), cases.size());
+    cases.push_back(p);
+  };
+  const Operands operands[] = {{DType::bf16, DType::bf16, std::nullopt},   {DType::f16, DType::f16, std::nullopt},
+                               {DType::f32, DType::f32, std::nullopt},     {DType::bf16, DType::f32, std::nullopt},
+                               {DType::f8e4m3, DType::bf16, DType::ue8m0}, {DType::f8e4m3, DType::bf16, DType::f32}};
+  for (const Operands& o : operands) {
+    for (std::int64_t mt : {1, 16, 17, 32, 33, 64, 65, 200}) {
+      BatchedMoeCase p;
+      p.num_experts = 5;
+      p.max_tokens = mt;
+      p.n = mt % 2 ? 264 : 512;  // 264: a partial n-block
+      p.k = o.dtype == DType::f8e4m3 ? 384 : 256;
+      p.dtype = o.dtype;
+      p.out_dtype = o.out;
+      p.scale_dtype = o.scales;
+      p.a_aligned = mt != 17;
+      p.c_aligned = mt != 33;
+      p.full = mt == 64;
+      add(p);
+    }
+  }
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<BatchedMoeCase>& info) {
+  std::string s = str_cat(info.index, "_", info.param.label());
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+JitRuntime& gpu_runtime() {
+  static auto rt = make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
+  return *rt;
+}
+
+class BatchedMoeGpu : public ::testing::TestWithParam<BatchedMoeCase> {};
+
+TEST_P(BatchedMoeGpu, matchesTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  const NumericCase c = BatchedMoeOracle::make_case(GetParam());
+  EXPECT_TRUE(outputs_match(c, BatchedMoeOracle{}.run_on_device(c, gpu_runtime())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BatchedMoeGpu, ::testing::ValuesIn(all_cases()), case_name);
+
+TEST(BatchedMoeGpuRuns, areBitwiseDeterministic) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  BatchedMoeCase p;
+  p.max_tokens = 150;
+  p.seed = test_seed();
+  const NumericCase c = BatchedMoeOracle::make_case(p);
+  EXPECT_EQ(BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes,
+            BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes);
+}
+
+}  // namespace
+}  // namespace warmkey::test

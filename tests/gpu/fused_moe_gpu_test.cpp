@@ -1,0 +1,151 @@
+// fused_moe on the GPU against the Eigen reference: every operand dtype and quant mode, every tile
+// the heuristic and the shipped tuned file produce, W13 and W2, bias on and off, non-local (-1)
+// blocks, the naive layout, aligned and misaligned views, partial n-blocks, skewed routing; fresh
+// random inputs per case, outputs poisoned with NaN.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "equivalence/oracles/fused_moe.h"
+#include "tests/support/device.h"
+#include "tests/support/numeric.h"
+#include "warmup/error.h"
+
+namespace warmkey {
+
+void PrintTo(const FusedMoeCase& p, std::ostream* os) { *os << p.label(); }
+
+}  // namespace warmkey
+
+namespace warmkey::test {
+
+namespace {
+
+struct Operands {
+  DType dtype, out;
+  std::optional<DType> scales;
+};
+
+std::vector<FusedMoeCase> all_cases() {
+  std::vector<FusedMoeCase> cases;
+  auto add = [&](FusedMoeCase p) {
+    p.seed = derive_seed(test_seed(), cases.size());
+    cases.push_back(p);
+  };
+  const Operands operands[] = {{DType::bf16, DType::bf16, {}},
+                               {DType::f16, DType::f16, {}},
+                               {DType::f32, DType::f32, {}},
+                               {DType::f8e4m3, DType::bf16, DType::f32},
+                               {DType::f8e4m3, DType::bf16, DType::ue8m0}};
+  // E = 8, route_k = 4: T = 5, 30, 100, 400 land in the heuristic's four tiles (BLOCK_M 16..128);
+  // 400 tokens put 200 entries on each expert (several m-blocks per expert).
+  for (const Operands& o : operands) {
+    for (std::int64_t t : {5, 30, 100, 400}) {
+      for (bool w2 : {false, true}) {
+        FusedMoeCase p;
+        p.num_tokens = t;
+        p.w2 = w2;
+        p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
+        p.k = w2 ? 128 : 384;
+        p.bias_dtype = t == 30 ? std::optional<DType>(DType::f32) : std::nullopt;
+        p.nonlocal_every = t == 100 ? 3 : 0;
+        p.a_aligned = p.c_aligned = t != 400 || w2;
+        p.skewed = t == 400;
+        add(p);
+      }
+    }
+    // Partial n-blocks (N = 200) with a bias of the output dtype, misaligned output only.
+    FusedMoeCase p;
+    p.num_tokens = 60;
+    p.n = 200;
+    p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
+    p.bias_dtype = o.out;
+    p.c_aligned = false;
+    add(p);
+    // Naive layout: E = 64, route_k = 2, T = 1 and 7 (T * 2 * 4 <= 64), every index dtype.
+    for (DType ids : {DType::i32, DType::u32, DType::i64}) {
+      FusedMoeCase q;
+      q.num_experts = 64, q.route_k = 2, q.naive = true, q.ids_dtype = ids;
+      q.num_tokens = ids == DType::i32 ? 1 : 7;
+      q.w2 = ids == DType::i64;
+      q.a_aligned = ids != DType::u32;
+      q.dtype = o.dtype, q.out_dtype = o.out, q.scale_dtype = o.scales;
+      add(q);
+    }
+  }
+  // Output dtypes other than the operands'.
+  for (Operands o :
+       {Operands{DType::bf16, DType::f32, {}}, Operands{DType::f16, DType::bf16, {}},
+        Operands{DType::f8e4m3, DType::f32, DType::ue8m0}, Operands{DType::f8e4m3, DType::f16, DType::f32}}) {
+    FusedMoeCase p;
+    p.num_tokens = 100;
+    p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
+    add(p);
+  }
+  // Every distinct tile of the shipped tuned file, as an override.
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+  const FusedMoeTuning tuning = FusedMoeTuning::load("tuned/fused_moe_H200");
+  for (auto [n, k] : {std::pair<std::int64_t, std::int64_t>{4096, 4096}, {4096, 2048}}) {
+    for (DType d : {DType::bf16, DType::f8e4m3}) {
+      const FusedMoeTuning::Buckets* b = tuning.buckets(n, k, d);
+      if (b == nullptr) continue;
+      for (const auto& [tokens, tile] : *b) {
+        if (!seen.insert({tile.block_m, tile.block_n, tile.group_m, tile.warps, tile.stages}).second) continue;
+        FusedMoeCase p;
+        p.num_tokens = 150;
+        p.dtype = d;
+        if (d == DType::f8e4m3) p.scale_dtype = DType::ue8m0;
+        p.tile = tile;
+        p.k = 512;
+        add(p);
+      }
+    }
+  }
+  // Explicit tiles beyond both: every BLOCK_M with both warp counts and a deep pipeline.
+  for (FusedMoeTile t : {FusedMoeTile{32, 128, 64, 2, 8, 3}, FusedMoeTile{64, 64, 64, 1, 8, 6},
+                         FusedMoeTile{128, 64, 64, 4, 4, 2}, FusedMoeTile{16, 128, 64, 1, 4, 8}}) {
+    FusedMoeCase p;
+    p.num_tokens = 150;
+    p.tile = t;
+    p.w2 = t.block_m == 64;
+    add(p);
+  }
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<FusedMoeCase>& info) {
+  std::string s = str_cat(info.index, "_", info.param.label());
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+JitRuntime& gpu_runtime() {
+  static auto rt = make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
+  return *rt;
+}
+
+class FusedMoeGpu : public ::testing::TestWithParam<FusedMoeCase> {};
+
+TEST_P(FusedMoeGpu, matchesTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  const NumericCase c = make_fused_moe_case(GetParam());
+  EXPECT_TRUE(outputs_match(c, run_fused_moe(c, gpu_runtime())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FusedMoeGpu, ::testing::ValuesIn(all_cases()), case_name);
+
+TEST(FusedMoeGpuRuns, areBitwiseDeterministic) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  FusedMoeCase p;
+  p.num_tokens = 400;
+  p.dtype = DType::f8e4m3;
+  p.scale_dtype = DType::ue8m0;
+  p.seed = test_seed();
+  const NumericCase c = make_fused_moe_case(p);
+  EXPECT_EQ(run_fused_moe(c, gpu_runtime()).front().bytes, run_fused_moe(c, gpu_runtime()).front().bytes);
+}
+
+}  // namespace
+}  // namespace warmkey::test
