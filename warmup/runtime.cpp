@@ -426,7 +426,7 @@ void JitRuntime::launch(const BoundKey& bound, const LaunchSpec& spec, Stream st
 
 // Claims each key's cross-process lock without waiting: a key another process holds is deferred;
 // a key it stored meanwhile is a disk hit; the rest is compiled here, its locks held until stored.
-void JitRuntime::claim_and_compile(std::vector<Pending*> batch, WarmState& state) {
+void JitRuntime::claim_and_compile(const std::vector<Pending*>& batch, WarmState& state) {
   std::vector<Pending*> mine;
   for (Pending* p : batch) {
     if (disk_) {

@@ -117,7 +117,7 @@ class JitRuntime {
   void fulfil(Slot& slot, std::shared_ptr<const CompiledKernel> k);
   // A CompileError stays (sticky); any other error removes the slot so a later call retries.
   void fail(Slot& slot, std::exception_ptr error);
-  void claim_and_compile(std::vector<Pending*> batch, WarmState& state);
+  void claim_and_compile(const std::vector<Pending*>& batch, WarmState& state);
   void compile_pending(const std::vector<Pending*>& batch, WarmState& state);
   void compile_batches(const std::vector<Pending*>& pending, int jobs, int batch, WarmState& state, bool claim);
   void wait_deferred(WarmState& state);
