@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <sstream>
+#include <unordered_set>
 
 #include "spaces/fused_moe.h"
 #include "spaces/serving.h"
@@ -47,6 +49,9 @@ void check_batch(const ModelConfig& c, LayerBackend backend, const LayerBatch& b
                                                       : has_format(c, "nvfp4");
   if (!served)
     throw InputError(str_cat(what, ": the config's expert_weight_formats have no '", backend_name(backend), "'"));
+  if (c.n_shared_experts > 1)
+    throw InputError(str_cat(what, ": n_shared_experts ", c.n_shared_experts,
+                             ": the plan puts the shared expert's rows in gate_up (2I wide), so I_s = I (one shared expert)"));
   if (!c.has_backend("triton"))
     throw InputError(str_cat(what, ": the plan runs the grouped-GEMM path, the config has no 'triton' backend"));
   // NVFP4 HOOK: when kernels/nvfp4_moe lands, drop this refusal and emit nvfp4_moe launches for the
@@ -435,6 +440,56 @@ std::string LayerPlan::to_text() const {
     }
   }
   return os.str();
+}
+
+namespace {
+
+// What warmup compiles for one kernel under one config: its CompileKeys and their bound keys.
+struct Warmed {
+  std::unordered_set<std::string> keys;
+  std::unordered_set<BoundKey, BoundKeyHash> bound;
+};
+
+const Warmed& warmed(const ModelConfig& config, const Kernel& kernel) {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, std::string>, Warmed> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = cache.try_emplace({config.name, kernel.name()});
+  if (fresh) {
+    for (const CompileKey& k : kernel.warmup_keys(config)) {
+      it->second.keys.insert(k.to_string());
+      it->second.bound.insert(kernel.warmup_bound_key(k));
+    }
+  }
+  return it->second;
+}
+
+}  // namespace
+
+std::vector<std::string> unwarmed_steps(const LayerPlan& plan) {
+  std::vector<std::string> problems;
+  for (const LayerStep& s : plan.steps) {
+    if (!s.jit()) continue;
+    visit_contract(*s.args, [&](const auto& contract, const auto& args) {
+      const std::string where = str_cat(plan.config.name, " ", backend_name(plan.backend), " ",
+                                        plan.batch.to_string(), " step ", s.name, " (", s.kernel, ")");
+      try {
+        contract.validate(args);
+      } catch (const Error& e) {
+        problems.push_back(str_cat(where, ": invalid: ", e.what()));
+        return 0;
+      }
+      if (!contract.used_by(plan.config)) problems.push_back(str_cat(where, ": the config does not use the kernel"));
+      if (!contract.launches(args)) problems.push_back(str_cat(where, ": launches nothing"));
+      const Warmed& w = warmed(plan.config, contract);
+      const CompileKey key = contract.dispatch(args);
+      if (!w.keys.count(key.to_string())) problems.push_back(str_cat(where, ": CompileKey not warmed: ", key.to_string()));
+      if (!w.bound.count(contract.bound_key(args)))
+        problems.push_back(str_cat(where, ": JitKey not warmed (a runtime compile): ", contract.describe(args)));
+      return 0;
+    });
+  }
+  return problems;
 }
 
 LayerCost layer_cost(const ModelConfig& c, LayerBackend backend, std::int64_t num_tokens) {

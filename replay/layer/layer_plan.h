@@ -195,6 +195,12 @@ decltype(auto) visit_contract(const LayerArgs& args, Fn&& fn) {
       args);
 }
 
+// Every JIT step of plan checked as serving would meet it: valid, used by the config, launching,
+// its CompileKey (the contract's dispatch) among warmup_keys(config) and its bound JitKey among
+// the warmup keys' bound keys. Empty when all hold, else one line per problem. Warmup key sets
+// are computed once per (config name, kernel) and cached.
+std::vector<std::string> unwarmed_steps(const LayerPlan& plan);
+
 // Weight bytes one layer reads at T tokens (the experts the batch touches at most min(E, T*K),
 // the shared expert, the router's tables) and the FLOPs of its GEMMs (2 per multiply-add): the
 // roofline the runner reports against.

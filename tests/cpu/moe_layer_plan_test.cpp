@@ -7,10 +7,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <set>
-#include <unordered_set>
 
 #include "replay/layer/layer_plan.h"
 #include "spaces/fused_moe.h"
@@ -18,53 +15,6 @@
 
 namespace warmkey::layer {
 namespace {
-
-// What warmup compiles for one kernel under one config: its CompileKeys and their bound keys.
-struct Warmed {
-  std::unordered_set<std::string> keys;
-  std::unordered_set<BoundKey, BoundKeyHash> bound;
-};
-
-const Warmed& warmed(const ModelConfig& config, const Kernel& kernel) {
-  static std::mutex mu;
-  static std::map<std::pair<std::string, std::string>, Warmed> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto [it, fresh] = cache.try_emplace({config.name, kernel.name()});
-  if (fresh) {
-    for (const CompileKey& k : kernel.warmup_keys(config)) {
-      it->second.keys.insert(k.to_string());
-      it->second.bound.insert(kernel.warmup_bound_key(k));
-    }
-  }
-  return it->second;
-}
-
-// Empty when every JIT step of the plan is valid, used by the config and warmed; else the problems.
-std::vector<std::string> unwarmed_steps(const LayerPlan& plan) {
-  std::vector<std::string> problems;
-  for (const LayerStep& s : plan.steps) {
-    if (!s.jit()) continue;
-    visit_contract(*s.args, [&](const auto& contract, const auto& args) {
-      const std::string where = str_cat(plan.config.name, " ", backend_name(plan.backend), " ",
-                                        plan.batch.to_string(), " step ", s.name, " (", s.kernel, ")");
-      try {
-        contract.validate(args);
-      } catch (const Error& e) {
-        problems.push_back(str_cat(where, ": invalid: ", e.what()));
-        return 0;
-      }
-      if (!contract.used_by(plan.config)) problems.push_back(str_cat(where, ": the config does not use the kernel"));
-      if (!contract.launches(args)) problems.push_back(str_cat(where, ": launches nothing"));
-      const Warmed& w = warmed(plan.config, contract);
-      const CompileKey key = contract.dispatch(args);
-      if (!w.keys.count(key.to_string())) problems.push_back(str_cat(where, ": CompileKey not warmed: ", key.to_string()));
-      if (!w.bound.count(contract.bound_key(args)))
-        problems.push_back(str_cat(where, ": JitKey not warmed (a runtime compile): ", contract.describe(args)));
-      return 0;
-    });
-  }
-  return problems;
-}
 
 struct ConfigBackend {
   ModelConfig config;

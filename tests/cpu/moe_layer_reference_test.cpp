@@ -151,6 +151,8 @@ struct Variant {
   std::int64_t images;
 };
 
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+
 class MoeLayerFormulations : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(MoeLayerFormulations, directAndComposedAgree) {
