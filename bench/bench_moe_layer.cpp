@@ -53,7 +53,8 @@ void BM_layer_warmkey(benchmark::State& state) {
     return layer::run_layer(o);
   }();
   const std::int64_t t = state.range(0);
-  const auto row = std::find_if(r.rows.begin(), r.rows.end(), [&](const layer::LayerRunRow& x) { return x.tokens == t; });
+  const auto row =
+      std::find_if(r.rows.begin(), r.rows.end(), [&](const layer::LayerRunRow& x) { return x.tokens == t; });
   if (row == r.rows.end() || !r.ok()) {
     state.SkipWithError(("warmkey layer failed: " + r.to_text()).c_str());
     for (auto _ : state) {
@@ -183,8 +184,8 @@ void BM_layer_cublas(benchmark::State& state) {
       const std::int64_t m = counts[static_cast<std::size_t>(x)], row0 = start[static_cast<std::size_t>(x)];
       if (m == 0) continue;
       cb.gemm(DType::bf16, m, 2 * i, h, static_cast<char*>(L.gathered.data()) + row0 * h * 2,
-              static_cast<char*>(w.w13.data()) + x * 2 * i * h * 2, static_cast<char*>(L.gate_up.data()) + row0 * 2 * i * 2,
-              false, nullptr);
+              static_cast<char*>(w.w13.data()) + x * 2 * i * h * 2,
+              static_cast<char*>(L.gate_up.data()) + row0 * 2 * i * 2, false, nullptr);
     }
     swiglu(L.gate_up.data(), L.act.data(), nv);
     for (std::int64_t x = 0; x < e; ++x) {

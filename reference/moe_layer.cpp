@@ -22,15 +22,15 @@ constexpr Eigen::Index kBlock = 128;
 
 void check_shapes(const MoeLayerShape& s, const MoeLayerWeights& w, const MoeLayerInputs& in, bool hash) {
   const Eigen::Index t = in.hidden.rows(), routed = in.logits.cols();
-  const bool ok = in.hidden.cols() == s.hidden && in.logits.rows() == t && in.input_ids.size() == t &&
-                  routed >= s.experts && routed <= s.experts + s.identity && s.top_k >= 1 && s.top_k <= routed &&
-                  w.w13.rows() == s.experts * 2 * s.inter && w.w13.cols() == s.hidden &&
-                  w.w2.rows() == s.experts * s.hidden && w.w2.cols() == s.inter && w.bias.size() == routed &&
-                  (!w.bias_vl || w.bias_vl->size() == routed) && (!hash || w.tid2eid) &&
-                  (s.shared_inter == 0 || (w.shared_w13.rows() == 2 * s.shared_inter &&
-                                           w.shared_w13.cols() == s.hidden && w.shared_w2.rows() == s.hidden &&
-                                           w.shared_w2.cols() == s.shared_inter)) &&
-                  (!s.fp8 || (w.w13_scale && w.w2_scale && s.hidden % kBlock == 0 && s.inter % kBlock == 0));
+  const bool ok =
+      in.hidden.cols() == s.hidden && in.logits.rows() == t && in.input_ids.size() == t && routed >= s.experts &&
+      routed <= s.experts + s.identity && s.top_k >= 1 && s.top_k <= routed &&
+      w.w13.rows() == s.experts * 2 * s.inter && w.w13.cols() == s.hidden && w.w2.rows() == s.experts * s.hidden &&
+      w.w2.cols() == s.inter && w.bias.size() == routed && (!w.bias_vl || w.bias_vl->size() == routed) &&
+      (!hash || w.tid2eid) &&
+      (s.shared_inter == 0 || (w.shared_w13.rows() == 2 * s.shared_inter && w.shared_w13.cols() == s.hidden &&
+                               w.shared_w2.rows() == s.hidden && w.shared_w2.cols() == s.shared_inter)) &&
+      (!s.fp8 || (w.w13_scale && w.w2_scale && s.hidden % kBlock == 0 && s.inter % kBlock == 0));
   if (!ok)
     throw Error(str_cat("reference moe_layer: inconsistent shapes: hidden ", t, "x", in.hidden.cols(), ", logits ",
                         in.logits.rows(), "x", routed, ", w13 ", w.w13.rows(), "x", w.w13.cols(), ", w2 ", w.w2.rows(),
@@ -68,7 +68,8 @@ void route(const MoeLayerShape& s, const MoeLayerWeights& w, const MoeLayerInput
     for (std::int64_t j = 0; j < s.top_k; ++j) {
       Eigen::Index best = -1;
       for (Eigen::Index e = 0; e < n; ++e)
-        if (!taken[static_cast<std::size_t>(e)] && (best < 0 || sel[static_cast<std::size_t>(e)] > sel[static_cast<std::size_t>(best)]))
+        if (!taken[static_cast<std::size_t>(e)] &&
+            (best < 0 || sel[static_cast<std::size_t>(e)] > sel[static_cast<std::size_t>(best)]))
           best = e;
       taken[static_cast<std::size_t>(best)] = true;
       ids[static_cast<std::size_t>(j)] = best;
@@ -77,7 +78,8 @@ void route(const MoeLayerShape& s, const MoeLayerWeights& w, const MoeLayerInput
   double sum = 0;
   for (std::int64_t j = 0; j < s.top_k; ++j) {
     const std::int64_t e = ids[static_cast<std::size_t>(j)];
-    wd[static_cast<std::size_t>(j)] = e >= 0 && e < n ? static_cast<double>(static_cast<float>(sc[static_cast<std::size_t>(e)])) : 0.0;
+    wd[static_cast<std::size_t>(j)] =
+        e >= 0 && e < n ? static_cast<double>(static_cast<float>(sc[static_cast<std::size_t>(e)])) : 0.0;
     sum += wd[static_cast<std::size_t>(j)];
   }
   for (std::int64_t j = 0; j < s.top_k; ++j) {
@@ -111,8 +113,8 @@ Eigen::VectorXf gemv(const MoeLayerShape& s, const Eigen::VectorXf& x, const Eig
 }
 
 // Squared terms of y = b x (for sigma): sum_k (x[k] b[n, k])^2, with the fp8 scales applied.
-Eigen::VectorXd gemv_sq(const Eigen::VectorXf& x, const Eigen::VectorXf* xs, const RowMatrixXf& b, const RowMatrixXf* bs,
-                        Eigen::Index row0, Eigen::Index rows, Eigen::Index scale_row0) {
+Eigen::VectorXd gemv_sq(const Eigen::VectorXf& x, const Eigen::VectorXf* xs, const RowMatrixXf& b,
+                        const RowMatrixXf* bs, Eigen::Index row0, Eigen::Index rows, Eigen::Index scale_row0) {
   Eigen::VectorXd out = Eigen::VectorXd::Zero(rows);
   for (Eigen::Index n = 0; n < rows; ++n) {
     for (Eigen::Index k = 0; k < x.size(); ++k) {
@@ -185,8 +187,8 @@ MoeLayerOutput moe_layer(const MoeLayerShape& s, const MoeLayerWeights& w, const
       o.topk_weights(r, j) = wts[static_cast<std::size_t>(j)];
       if (e >= s.experts && e < s.experts + s.identity) identity_weight += wts[static_cast<std::size_t>(j)];
       if (e < 0 || e >= s.experts) continue;
-      const Eigen::VectorXf g = gemv(s, xq, s.fp8 ? &xs : nullptr, w.w13, s.fp8 ? &*w.w13_scale : nullptr,
-                                     e * 2 * i, 2 * i, e * g13);
+      const Eigen::VectorXf g =
+          gemv(s, xq, s.fp8 ? &xs : nullptr, w.w13, s.fp8 ? &*w.w13_scale : nullptr, e * 2 * i, 2 * i, e * g13);
       Eigen::VectorXf a(i);
       for (Eigen::Index c = 0; c < i; ++c) a(c) = rnd(s, swiglu(s, rnd(s, g(c)), rnd(s, g(i + c))));
       Eigen::VectorXf aq = a, as;
@@ -270,8 +272,8 @@ RowMatrixXf moe_layer_composed(const MoeLayerShape& s, const MoeLayerWeights& w,
   }
   RowMatrixXf expert_out = RowMatrixXf::Zero(nv, h);  // the plan's memset
   const Eigen::VectorXf wflat = Eigen::Map<const Eigen::VectorXf>(weights.data(), nv);
-  fused_moe(a2, w.w2, expert_out, std::nullopt, a2s, w2s, Eigen::VectorXf(wflat), IndexVector(sorted64), blocks64,
-            post, 1, block_m, s.act);
+  fused_moe(a2, w.w2, expert_out, std::nullopt, a2s, w2s, Eigen::VectorXf(wflat), IndexVector(sorted64), blocks64, post,
+            1, block_m, s.act);
   RowMatrixXf out(t, h);
   moe_mul_sum(expert_out, RowMatrixXf::Ones(t, k), std::nullopt, std::nullopt, out, s.act);
   // out += identity; out += shared (the plan's plain steps)

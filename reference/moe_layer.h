@@ -15,19 +15,19 @@ using RowMatrixXi32L = Eigen::Matrix<std::int32_t, Eigen::Dynamic, Eigen::Dynami
 
 // The layer's shapes and knobs.
 struct MoeLayerShape {
-  std::int64_t hidden = 0;        // H
-  std::int64_t inter = 0;         // I of a routed expert
-  std::int64_t shared_inter = 0;  // I_s of the shared expert (0: none)
-  std::int64_t experts = 0;       // E routed experts (logical)
-  std::int64_t identity = 0;      // zero-compute experts, ids E .. E + identity - 1
-  std::int64_t top_k = 0;         // K
-  DType act = DType::bf16;        // activations and every intermediate the layer stores
-  bool fp8 = false;               // w8a8 with 128x128 weight / 1x128 activation block scales
+  std::int64_t hidden = 0;           // H
+  std::int64_t inter = 0;            // I of a routed expert
+  std::int64_t shared_inter = 0;     // I_s of the shared expert (0: none)
+  std::int64_t experts = 0;          // E routed experts (logical)
+  std::int64_t identity = 0;         // zero-compute experts, ids E .. E + identity - 1
+  std::int64_t top_k = 0;            // K
+  DType act = DType::bf16;           // activations and every intermediate the layer stores
+  bool fp8 = false;                  // w8a8 with 128x128 weight / 1x128 activation block scales
   DType scale_dtype = DType::ue8m0;  // fp8: power-of-two (ue8m0) or f32 activation scales
-  double limit = 10.0;            // SwiGLU limit (0: off)
+  double limit = 10.0;               // SwiGLU limit (0: off)
   bool renormalize = true;
   double routed_scaling_factor = 1.0;
-  std::int64_t sentinel_lo = 0;   // first image-sentinel id (0: no VL)
+  std::int64_t sentinel_lo = 0;  // first image-sentinel id (0: no VL)
   std::int64_t vocab_size = 0;
 };
 
@@ -37,9 +37,9 @@ struct MoeLayerWeights {
   RowMatrixXf w13;  // [E * 2I, H]: expert e's gate rows, then its up rows
   RowMatrixXf w2;   // [E * H, I]
   std::optional<RowMatrixXf> w13_scale, w2_scale;
-  RowMatrixXf shared_w13;  // [2 I_s, H]
-  RowMatrixXf shared_w2;   // [H, I_s]
-  Eigen::VectorXf bias;                  // [E] correction bias (routed layers)
+  RowMatrixXf shared_w13;                  // [2 I_s, H]
+  RowMatrixXf shared_w2;                   // [H, I_s]
+  Eigen::VectorXf bias;                    // [E] correction bias (routed layers)
   std::optional<Eigen::VectorXf> bias_vl;  // [E] the image rows' bias
   std::optional<RowMatrixXi32L> tid2eid;   // [vocab, K] hash layers
 };
@@ -57,7 +57,7 @@ struct MoeLayerOutput {
   // add (routed W2 terms times their weights, the identity share, the shared W2 terms): moe_layer_
   // tolerance() turns it into the bound a device result must meet.
   RowMatrixXf sigma;
-  RowMatrixXf topk_weights;        // [rows, K] in selection order
+  RowMatrixXf topk_weights;  // [rows, K] in selection order
   Eigen::Matrix<std::int64_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> topk_ids;  // [rows, K]
 };
 

@@ -32,7 +32,8 @@ cudaDataType cuda_type(DType d) {
 }
 
 void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw DeviceError(str_cat("layer: ", what, " failed with cuBLAS status ", static_cast<int>(s)));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw DeviceError(str_cat("layer: ", what, " failed with cuBLAS status ", static_cast<int>(s)));
 }
 
 }  // namespace

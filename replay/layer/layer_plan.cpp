@@ -32,26 +32,28 @@ DType gemm_dtype(const ModelConfig& c, LayerBackend b) { return b == LayerBacken
 void check_batch(const ModelConfig& c, LayerBackend backend, const LayerBatch& b) {
   const std::string what = str_cat("layer '", c.name, "' ", backend_name(backend));
   if (b.num_tokens < 1 || b.num_tokens > c.max_num_batched_tokens)
-    throw InputError(str_cat(what, ": num_tokens ", b.num_tokens, " is outside [1, max_num_batched_tokens = ",
-                             c.max_num_batched_tokens, "]"));
+    throw InputError(str_cat(what, ": num_tokens ", b.num_tokens,
+                             " is outside [1, max_num_batched_tokens = ", c.max_num_batched_tokens, "]"));
   if (std::find(c.index_dtypes.begin(), c.index_dtypes.end(), b.ids_dtype) == c.index_dtypes.end())
     throw InputError(str_cat(what, ": ids dtype ", dtype_name(b.ids_dtype), " is not among the config's index_dtypes"));
   if (c.eplb && b.ids_dtype == DType::u32)
     throw InputError(str_cat(what, ": ids dtype u32 with EPLB (eplb_map maps signed ids only)"));
   if (b.image_tokens < 0 || b.image_tokens > b.num_tokens)
-    throw InputError(str_cat(what, ": image_tokens ", b.image_tokens, " is outside [0, num_tokens = ", b.num_tokens, "]"));
+    throw InputError(
+        str_cat(what, ": image_tokens ", b.image_tokens, " is outside [0, num_tokens = ", b.num_tokens, "]"));
   if (b.image_tokens > 0 && !c.vision)
     throw InputError(str_cat(what, ": image_tokens ", b.image_tokens, " but the config has no vision"));
   if (b.hash_layer && c.num_hash_layers == 0)
     throw InputError(str_cat(what, ": a hash layer, but the config has num_hash_layers = 0"));
-  const bool served = backend == LayerBackend::bf16   ? has_format(c, "bf16")
-                      : backend == LayerBackend::fp8  ? has_format(c, "fp8")
-                                                      : has_format(c, "nvfp4");
+  const bool served = backend == LayerBackend::bf16  ? has_format(c, "bf16")
+                      : backend == LayerBackend::fp8 ? has_format(c, "fp8")
+                                                     : has_format(c, "nvfp4");
   if (!served)
     throw InputError(str_cat(what, ": the config's expert_weight_formats have no '", backend_name(backend), "'"));
   if (c.n_shared_experts > 1)
-    throw InputError(str_cat(what, ": n_shared_experts ", c.n_shared_experts,
-                             ": the plan puts the shared expert's rows in gate_up (2I wide), so I_s = I (one shared expert)"));
+    throw InputError(
+        str_cat(what, ": n_shared_experts ", c.n_shared_experts,
+                ": the plan puts the shared expert's rows in gate_up (2I wide), so I_s = I (one shared expert)"));
   if (!c.has_backend("triton"))
     throw InputError(str_cat(what, ": the plan runs the grouped-GEMM path, the config has no 'triton' backend"));
   // NVFP4 HOOK: when kernels/nvfp4_moe lands, drop this refusal and emit nvfp4_moe launches for the
@@ -189,7 +191,8 @@ class Planner {
     return tensors_.view(plan_.buffer(name), std::move(sizes), offset);
   }
   bool has(std::string_view name) const {
-    return std::any_of(plan_.buffers.begin(), plan_.buffers.end(), [&](const LayerBuffer& b) { return b.name == name; });
+    return std::any_of(plan_.buffers.begin(), plan_.buffers.end(),
+                       [&](const LayerBuffer& b) { return b.name == name; });
   }
   void jit(std::string name, LayerArgs args, std::string note) {
     const std::string kernel = std::visit(
@@ -226,8 +229,8 @@ class Planner {
     r.routed_scaling_factor = c_.routed_scaling_factor;
     r.launch_pdl = b.decode;
     jit("router", r,
-        str_cat(b.hash_layer ? "hash routing (tid2eid) for text rows" : "biased top-k", b.image_tokens > 0 ? ", VL" : "",
-                ", ids ", dtype_name(b.ids_dtype)));
+        str_cat(b.hash_layer ? "hash routing (tid2eid) for text rows" : "biased top-k",
+                b.image_tokens > 0 ? ", VL" : "", ", ids ", dtype_name(b.ids_dtype)));
 
     // identity experts, on the logical ids (EPLB maps them to -1)
     if (c_.n_identity_experts > 0) {
@@ -427,8 +430,8 @@ std::string LayerPlan::to_text() const {
       os << "       ";
       switch (op.kind) {
         case PlainOp::Kind::gemm:
-          os << op.c << "[+" << op.c_offset << "] " << (op.accumulate ? "+=" : "=") << " " << op.a << "[+" << op.a_offset
-             << "] (" << op.m << "x" << op.k << ") * " << op.b << "^T (" << op.n << "x" << op.k << ")";
+          os << op.c << "[+" << op.c_offset << "] " << (op.accumulate ? "+=" : "=") << " " << op.a << "[+"
+             << op.a_offset << "] (" << op.m << "x" << op.k << ") * " << op.b << "^T (" << op.n << "x" << op.k << ")";
           break;
         case PlainOp::Kind::add: os << op.c << " += " << op.a << " (" << op.m << "x" << op.n << ")"; break;
         case PlainOp::Kind::memset: os << op.c << " = 0 (" << op.m << "x" << op.n << ")"; break;
@@ -471,8 +474,8 @@ std::vector<std::string> unwarmed_steps(const LayerPlan& plan) {
   for (const LayerStep& s : plan.steps) {
     if (!s.jit()) continue;
     visit_contract(*s.args, [&](const auto& contract, const auto& args) {
-      const std::string where = str_cat(plan.config.name, " ", backend_name(plan.backend), " ",
-                                        plan.batch.to_string(), " step ", s.name, " (", s.kernel, ")");
+      const std::string where = str_cat(plan.config.name, " ", backend_name(plan.backend), " ", plan.batch.to_string(),
+                                        " step ", s.name, " (", s.kernel, ")");
       try {
         contract.validate(args);
       } catch (const Error& e) {
@@ -483,7 +486,8 @@ std::vector<std::string> unwarmed_steps(const LayerPlan& plan) {
       if (!contract.launches(args)) problems.push_back(str_cat(where, ": launches nothing"));
       const Warmed& w = warmed(plan.config, contract);
       const CompileKey key = contract.dispatch(args);
-      if (!w.keys.count(key.to_string())) problems.push_back(str_cat(where, ": CompileKey not warmed: ", key.to_string()));
+      if (!w.keys.count(key.to_string()))
+        problems.push_back(str_cat(where, ": CompileKey not warmed: ", key.to_string()));
       if (!w.bound.count(contract.bound_key(args)))
         problems.push_back(str_cat(where, ": JitKey not warmed (a runtime compile): ", contract.describe(args)));
       return 0;

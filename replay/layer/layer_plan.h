@@ -73,11 +73,11 @@ std::vector<LayerBackend> config_backends(const ModelConfig& config);
 // One batch through one MoE layer.
 struct LayerBatch {
   std::int64_t num_tokens = 1;
-  bool decode = true;              // a decode step (the router chains with programmatic dependent launch)
-  bool hash_layer = false;         // one of the first num_hash_layers layers: tid2eid routing
-  std::int64_t image_tokens = 0;   // image-sentinel tokens among the batch (VL routing when > 0)
-  DType ids_dtype = DType::i32;    // the routing's id dtype (one of config.index_dtypes)
-  std::string to_string() const;   // "T=64 decode, routed layer, images=3, ids i32"
+  bool decode = true;             // a decode step (the router chains with programmatic dependent launch)
+  bool hash_layer = false;        // one of the first num_hash_layers layers: tid2eid routing
+  std::int64_t image_tokens = 0;  // image-sentinel tokens among the batch (VL routing when > 0)
+  DType ids_dtype = DType::i32;   // the routing's id dtype (one of config.index_dtypes)
+  std::string to_string() const;  // "T=64 decode, routed layer, images=3, ids i32"
 };
 
 // What a buffer holds before the layer runs (the runner fills it; the plan only names it).
@@ -129,15 +129,15 @@ struct PlainOp {
     fp8_quant  // c = fp8(a / s), s per row and 128 columns (scale: power of two, ue8m0, or f32)
   };
   Kind kind = Kind::gemm;
-  std::string a, b, c, scale;  // buffer names
+  std::string a, b, c, scale;               // buffer names
   std::int64_t a_offset = 0, c_offset = 0;  // element offsets into a and c
   std::int64_t m = 0, n = 0, k = 0;
   bool accumulate = false;  // gemm: c += instead of c =
 };
 
 struct LayerStep {
-  std::string name;    // "router", "w13", ... (the list in this header)
-  std::string kernel;  // the JIT kernel's name, or "plain"
+  std::string name;               // "router", "w13", ... (the list in this header)
+  std::string kernel;             // the JIT kernel's name, or "plain"
   std::optional<LayerArgs> args;  // JIT steps
   std::optional<PlainOp> plain;   // plain steps
   std::string note;               // one line: what the step does in this batch
@@ -169,19 +169,33 @@ LayerPlan plan_layer(const ModelConfig& config, LayerBackend backend, const Laye
 template <class A>
 struct ContractOf;
 template <>
-struct ContractOf<Dsv4TopkArgs> { using type = Dsv4Topk; };
+struct ContractOf<Dsv4TopkArgs> {
+  using type = Dsv4Topk;
+};
 template <>
-struct ContractOf<EplbMapArgs> { using type = EplbMap; };
+struct ContractOf<EplbMapArgs> {
+  using type = EplbMap;
+};
 template <>
-struct ContractOf<MoeAlignArgs> { using type = MoeAlign; };
+struct ContractOf<MoeAlignArgs> {
+  using type = MoeAlign;
+};
 template <>
-struct ContractOf<FusedMoeArgs> { using type = FusedMoe; };
+struct ContractOf<FusedMoeArgs> {
+  using type = FusedMoe;
+};
 template <>
-struct ContractOf<SwigluLimitArgs> { using type = SwigluLimit; };
+struct ContractOf<SwigluLimitArgs> {
+  using type = SwigluLimit;
+};
 template <>
-struct ContractOf<ComputeIdentityArgs> { using type = ComputeIdentity; };
+struct ContractOf<ComputeIdentityArgs> {
+  using type = ComputeIdentity;
+};
 template <>
-struct ContractOf<MoeMulSumArgs> { using type = MoeMulSum; };
+struct ContractOf<MoeMulSumArgs> {
+  using type = MoeMulSum;
+};
 
 // Calls fn(contract, args) with the step's contract (one static instance per kernel) and Args.
 template <class Fn>

@@ -16,9 +16,9 @@
 namespace warmkey::layer {
 
 struct LayerReplay {
-  equivalence::ReplayKernelStats stats;  // kernel "moe_layer": launches, runtime compiles, unwarmed, errors
+  equivalence::ReplayKernelStats stats;              // kernel "moe_layer": launches, runtime compiles, unwarmed, errors
   std::vector<equivalence::ReplayFinding> findings;  // at most max_findings
-  std::size_t layers = 0;                             // plans replayed
+  std::size_t layers = 0;                            // plans replayed
 };
 
 LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& trace, JitRuntime& rt,

@@ -41,7 +41,18 @@ float uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
 }
 
 enum GenStream : std::uint64_t {
-  kW13 = 1, kW2, kW13Scale, kW2Scale, kSharedW13, kSharedW2, kBias, kBiasVl, kTid2eid, kHidden, kLogits, kTokenIds
+  kW13 = 1,
+  kW2,
+  kW13Scale,
+  kW2Scale,
+  kSharedW13,
+  kSharedW2,
+  kBias,
+  kBiasVl,
+  kTid2eid,
+  kHidden,
+  kLogits,
+  kTokenIds
 };
 
 // Fills rows [0, rows) of m (cols wide) in parallel: m(r, c) = f(r, c).
@@ -180,8 +191,8 @@ Model make_model(const ModelConfig& c, LayerBackend b, std::uint64_t seed) {
   m.w.bias_vl = dense(seed, kBiasVl, s.experts, 1, 0.1, DType::f32);
   m.w.tid2eid.emplace(c.vocab_size, s.top_k);
   for (Eigen::Index i = 0; i < m.w.tid2eid->size(); ++i)
-    m.w.tid2eid->data()[i] = static_cast<std::int32_t>(
-        std::min<std::int64_t>(s.experts - 1, static_cast<std::int64_t>((uniform(seed, kTid2eid, i) + 1) / 2 * s.experts)));
+    m.w.tid2eid->data()[i] = static_cast<std::int32_t>(std::min<std::int64_t>(
+        s.experts - 1, static_cast<std::int64_t>((uniform(seed, kTid2eid, i) + 1) / 2 * s.experts)));
   // EPLB: replica 0 of expert e is physical e; the redundant replicas follow, in expert order.
   const std::int64_t p = c.num_physical_experts();
   m.phys_to_logical.resize(static_cast<std::size_t>(p));
@@ -223,11 +234,12 @@ Inputs make_inputs(const ModelConfig& c, std::uint64_t seed, const LayerBatch& b
   x.in.hidden = dense(s, kHidden, b.num_tokens, c.hidden_size, 1.0, c.act_dtype);
   x.in.logits = dense(s, kLogits, b.num_tokens, c.n_routed_experts, 2.0, DType::f32);
   x.in.input_ids.resize(b.num_tokens);
-  const std::int64_t text = std::max<std::int64_t>(1, c.vision ? std::min(c.image_sentinel_lo, c.vocab_size) : c.vocab_size);
+  const std::int64_t text =
+      std::max<std::int64_t>(1, c.vision ? std::min(c.image_sentinel_lo, c.vocab_size) : c.vocab_size);
   for (std::int64_t t = 0; t < b.num_tokens; ++t) {
     const auto u = static_cast<std::int64_t>((uniform(s, kTokenIds, static_cast<std::uint64_t>(t)) + 1) / 2 * text);
-    x.in.input_ids(t) = static_cast<int>(t < b.image_tokens ? c.image_sentinel_lo + t % c.image_sentinel_count
-                                                            : std::min(u, text - 1));
+    x.in.input_ids(t) =
+        static_cast<int>(t < b.image_tokens ? c.image_sentinel_lo + t % c.image_sentinel_count : std::min(u, text - 1));
   }
   return x;
 }
@@ -305,7 +317,8 @@ double run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& t
   const PlainOp& op = *s.plain;
   const DType act = plan.config.act_dtype;
   auto at = [&](const std::string& name, std::int64_t off) {
-    return static_cast<char*>(tensors.data(name)) + off * static_cast<std::int64_t>(dtype_size(plan.buffer(name).dtype));
+    return static_cast<char*>(tensors.data(name)) +
+           off * static_cast<std::int64_t>(dtype_size(plan.buffer(name).dtype));
   };
   switch (op.kind) {
     case PlainOp::Kind::gemm:
@@ -314,7 +327,8 @@ double run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& t
       return 0;
     case PlainOp::Kind::add: Cublas::instance().add(act, op.m * op.n, at(op.a, 0), at(op.c, 0), nullptr); return 0;
     case PlainOp::Kind::memset:
-      dev.fill_bytes(at(op.c, op.c_offset), 0, static_cast<std::size_t>(op.m * op.n) * dtype_size(plan.buffer(op.c).dtype));
+      dev.fill_bytes(at(op.c, op.c_offset), 0,
+                     static_cast<std::size_t>(op.m * op.n) * dtype_size(plan.buffer(op.c).dtype));
       return 0;
     case PlainOp::Kind::fp8_quant: {
       // Host glue: no warmkey kernel quantises activations (an AOT kernel in engines).
@@ -335,7 +349,8 @@ std::vector<std::int64_t> sample_rows(const LayerBatch& b, std::int64_t n) {
   std::vector<std::int64_t> rows;
   if (n <= 0) return rows;
   const std::int64_t t = b.num_tokens;
-  for (std::int64_t i = 0; i < std::min(n, t); ++i) rows.push_back(n >= t ? i : i * (t - 1) / std::max<std::int64_t>(n - 1, 1));
+  for (std::int64_t i = 0; i < std::min(n, t); ++i)
+    rows.push_back(n >= t ? i : i * (t - 1) / std::max<std::int64_t>(n - 1, 1));
   if (b.image_tokens > 0) rows.push_back(0);
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
@@ -368,7 +383,8 @@ void compare(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, co
       row.worst = std::max(row.worst, ratio);
       if (!(ratio <= 1.0)) {
         if (row.mismatches++ == 0)
-          row.first_mismatch = str_cat("token ", tok, " column ", col, ": got ", have, ", want ", want, " (tolerance ", tol, ")");
+          row.first_mismatch =
+              str_cat("token ", tok, " column ", col, ": got ", have, ", want ", want, " (tolerance ", tol, ")");
       }
     }
   }
@@ -392,8 +408,9 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
   }
   Device& dev = Device::instance();
   if (!dev.available())
-    throw DeviceError(str_cat("warmkey layer: no GPU (", dev.unavailable_reason(),
-                              "): the layer runs on the device; `warmkey layer --plan` prints its launches without one"));
+    throw DeviceError(
+        str_cat("warmkey layer: no GPU (", dev.unavailable_reason(),
+                "): the layer runs on the device; `warmkey layer --plan` prints its launches without one"));
   if (c.n_shared_experts > 0 || c.n_identity_experts > 0) {
     if (!Cublas::instance().available())
       throw DeviceError(str_cat("warmkey layer: the shared expert's dense GEMMs need cuBLAS: ",
@@ -481,7 +498,8 @@ bool LayerRunReport::ok() const {
 std::string LayerRunReport::to_text() const {
   std::ostringstream os;
   os << "warmkey layer: config " << config << ", backend " << backend << ", device " << device << "\n";
-  os << "warmup " << warmup_keys << " keys (" << compiled << " compiled); runtime compiles " << runtime_compiles << "\n\n";
+  os << "warmup " << warmup_keys << " keys (" << compiled << " compiled); runtime compiles " << runtime_compiles
+     << "\n\n";
   char line[256];
   std::snprintf(line, sizeof line, "  %6s %-8s %-7s %10s %12s %14s %7s %9s %8s\n", "T", "kind", "layout", "ms",
                 "tokens/s", "achieved", "ratio", "checked", "worst");
@@ -515,12 +533,23 @@ nlohmann::json LayerRunReport::to_json() const {
   j["runtime_compiles"] = runtime_compiles;
   j["ok"] = ok();
   for (const LayerRunRow& r : rows) {
-    nlohmann::json jr = {{"tokens", r.tokens}, {"decode", r.decode}, {"naive", r.naive}, {"ms", r.ms},
-                         {"host_glue_ms", r.host_glue_ms}, {"tokens_per_s", r.tokens_per_s},
-                         {"weight_bytes", r.cost.weight_bytes}, {"flops", r.cost.flops}, {"achieved", r.achieved},
-                         {"peak", r.peak}, {"ratio", r.ratio}, {"checked", r.checked}, {"worst", r.worst},
-                         {"mismatches", r.mismatches}, {"ids_match", r.ids_match}};
-    for (const LayerStepTime& s : r.steps) jr["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}, {"ms", s.ms}});
+    nlohmann::json jr = {{"tokens", r.tokens},
+                         {"decode", r.decode},
+                         {"naive", r.naive},
+                         {"ms", r.ms},
+                         {"host_glue_ms", r.host_glue_ms},
+                         {"tokens_per_s", r.tokens_per_s},
+                         {"weight_bytes", r.cost.weight_bytes},
+                         {"flops", r.cost.flops},
+                         {"achieved", r.achieved},
+                         {"peak", r.peak},
+                         {"ratio", r.ratio},
+                         {"checked", r.checked},
+                         {"worst", r.worst},
+                         {"mismatches", r.mismatches},
+                         {"ids_match", r.ids_match}};
+    for (const LayerStepTime& s : r.steps)
+      jr["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}, {"ms", s.ms}});
     j["rows"].push_back(jr);
   }
   return j;

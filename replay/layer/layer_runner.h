@@ -22,7 +22,7 @@ struct LayerRunOptions {
   std::string config = "dsv4-flash";
   LayerBackend backend = LayerBackend::bf16;
   std::vector<std::int64_t> tokens = {1, 8, 64, 256, 2048, 8192};  // decode, then prefill
-  std::int64_t decode_max = 256;   // T <= this runs as a decode step, above as chunked prefill
+  std::int64_t decode_max = 256;  // T <= this runs as a decode step, above as chunked prefill
   bool hash_layer = false;
   std::int64_t image_tokens = 0;   // capped at T
   std::optional<DType> ids_dtype;  // default: the config's first index dtype
@@ -42,19 +42,19 @@ struct LayerStepTime {
 struct LayerRunRow {
   std::int64_t tokens = 0;
   bool decode = true, naive = false;
-  double ms = 0;             // mean device time of the layer (every step but the host glue)
-  double host_glue_ms = 0;   // fp8 quantisation done on the host (not in ms)
+  double ms = 0;            // mean device time of the layer (every step but the host glue)
+  double host_glue_ms = 0;  // fp8 quantisation done on the host (not in ms)
   double tokens_per_s = 0;
   LayerCost cost;
-  double achieved = 0;       // bytes/s (decode) or FLOP/s (prefill)
-  double peak = 0;           // the H200's HBM bandwidth or dense tensor throughput
-  double ratio = 0;          // achieved / peak
+  double achieved = 0;  // bytes/s (decode) or FLOP/s (prefill)
+  double peak = 0;      // the H200's HBM bandwidth or dense tensor throughput
+  double ratio = 0;     // achieved / peak
   std::vector<LayerStepTime> steps;
-  std::size_t checked = 0;   // outputs compared
-  double worst = 0;          // largest |got - ref| / tolerance
+  std::size_t checked = 0;  // outputs compared
+  double worst = 0;         // largest |got - ref| / tolerance
   std::size_t mismatches = 0;
   std::string first_mismatch;
-  bool ids_match = true;     // the sampled tokens' routed ids equal the reference's
+  bool ids_match = true;  // the sampled tokens' routed ids equal the reference's
 };
 
 struct LayerRunReport {

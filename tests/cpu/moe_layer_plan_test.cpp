@@ -35,8 +35,8 @@ std::vector<ConfigBackend> runnable_pairs() {
 // Token counts where some step's heuristic or layout changes, each with its neighbours.
 std::vector<std::int64_t> token_marks(const ModelConfig& c) {
   const std::int64_t k = c.num_experts_per_tok;
-  std::vector<std::int64_t> b = {1, 2, 15, 16, 17, 32, c.max_num_seqs, c.max_num_batched_tokens, 1024 / k,
-                                 (1024 + k - 1) / k};
+  std::vector<std::int64_t> b = {
+      1, 2, 15, 16, 17, 32, c.max_num_seqs, c.max_num_batched_tokens, 1024 / k, (1024 + k - 1) / k};
   for (std::int64_t x : fused_moe_token_boundaries(k, c.num_local_experts())) b.push_back(x);
   for (std::int64_t x : fused_moe_token_boundaries(k, c.num_physical_experts())) b.push_back(x);
   for (std::int64_t x : kMoeMulSumTokenBoundaries) b.push_back(x);
@@ -99,9 +99,8 @@ RC_GTEST_PROP(MoeLayerPlan, everyLaunchOfARandomBatchHitsAWarmedKey, ()) {
   // Decode: one token per running sequence; chunked prefill: any count up to the token budget.
   const std::int64_t hi = decode ? c.max_num_seqs : c.max_num_batched_tokens;
   const std::vector<std::int64_t> marks = token_marks(c);
-  const std::int64_t t = *rc::gen::oneOf(rc::gen::inRange<std::int64_t>(1, hi + 1),
-                                         rc::gen::elementOf(marks))
-                              .as("num_tokens");
+  const std::int64_t t =
+      *rc::gen::oneOf(rc::gen::inRange<std::int64_t>(1, hi + 1), rc::gen::elementOf(marks)).as("num_tokens");
   RC_PRE(t <= c.max_num_batched_tokens);
   const bool hash = c.num_hash_layers > 0 && *rc::gen::arbitrary<bool>().as("hash layer");
   const std::int64_t images = c.vision ? *rc::gen::inRange<std::int64_t>(0, t + 1).as("image tokens") : 0;
@@ -122,8 +121,8 @@ TEST(MoeLayerPlan, stepsFollowTheLayerOrder) {
   const LayerPlan plan = plan_layer(c, LayerBackend::bf16, LayerBatch{64, false, false, 3, DType::i32}, meta);
   std::vector<std::string> names;
   for (const LayerStep& s : plan.steps) names.push_back(s.name);
-  const std::vector<std::string> want = {"router", "identity", "align",   "clear_expert_out", "w13",
-                                         "shared_w13", "swiglu", "w2", "mul_sum", "add_identity", "shared_w2"};
+  const std::vector<std::string> want = {"router", "identity", "align",   "clear_expert_out", "w13",      "shared_w13",
+                                         "swiglu", "w2",       "mul_sum", "add_identity",     "shared_w2"};
   EXPECT_EQ(names, want) << plan.to_text();
   // W13 and W2 share moe_align's layout; the router runs VL with the sentinel window.
   const auto& w13 = std::get<FusedMoeArgs>(*plan.steps[4].args);

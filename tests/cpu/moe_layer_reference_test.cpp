@@ -86,8 +86,8 @@ double worst_ratio(const MoeLayerShape& s, const MoeLayerOutput& ref, const RowM
   for (Eigen::Index r = 0; r < ref.out.rows(); ++r)
     for (Eigen::Index c = 0; c < ref.out.cols(); ++c) {
       const double tol = moe_layer_tolerance(s, ref.out(r, c), ref.sigma(r, c));
-      worst = std::max(worst, std::abs(static_cast<double>(got(ref.rows[static_cast<std::size_t>(r)], c)) -
-                                       ref.out(r, c)) / tol);
+      worst = std::max(
+          worst, std::abs(static_cast<double>(got(ref.rows[static_cast<std::size_t>(r)], c)) - ref.out(r, c)) / tol);
     }
   return worst;
 }
@@ -174,13 +174,14 @@ TEST_P(MoeLayerFormulations, directAndComposedAgree) {
   EXPECT_GT(worst_ratio(l.shape, direct, moe_layer_composed(broken.shape, broken.w, broken.in, v.hash, 16)), 1.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layers, MoeLayerFormulations,
-    ::testing::Values(Variant{"bf16", false, DType::ue8m0, false, 0}, Variant{"bf16_hash", false, DType::ue8m0, true, 0},
-                      Variant{"bf16_vl", false, DType::ue8m0, false, 9},
-                      Variant{"bf16_hash_vl", false, DType::ue8m0, true, 9},
-                      Variant{"fp8_ue8m0", true, DType::ue8m0, false, 3}, Variant{"fp8_f32", true, DType::f32, true, 3}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Layers, MoeLayerFormulations,
+                         ::testing::Values(Variant{"bf16", false, DType::ue8m0, false, 0},
+                                           Variant{"bf16_hash", false, DType::ue8m0, true, 0},
+                                           Variant{"bf16_vl", false, DType::ue8m0, false, 9},
+                                           Variant{"bf16_hash_vl", false, DType::ue8m0, true, 9},
+                                           Variant{"fp8_ue8m0", true, DType::ue8m0, false, 3},
+                                           Variant{"fp8_f32", true, DType::f32, true, 3}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MoeLayerReference, sampledRowsMatchTheFullBatch) {
   const Layer l = make_layer(7, false, DType::ue8m0, 20, 4);
@@ -194,7 +195,7 @@ TEST(MoeLayerReference, sampledRowsMatchTheFullBatch) {
 
 TEST(MoeLayerReference, aTokenOfOnlyZeroComputeExpertsIsItsInputPlusTheSharedExpert) {
   Layer l = make_layer(11, false, DType::ue8m0, 1, 0);
-  l.in.logits.row(0).setConstant(-30);  // every routed score ~ 0 ...
+  l.in.logits.row(0).setConstant(-30);                       // every routed score ~ 0 ...
   l.in.logits.row(0).tail(l.shape.identity).setConstant(5);  // ... the zero-compute ones win
   const MoeLayerOutput o = moe_layer(l.shape, l.w, l.in, false);
   l.w.shared_w2.setZero();

@@ -67,8 +67,8 @@ int print_plans(const layer::LayerRunOptions& o, bool json) {
     std::size_t jit = 0;
     for (const layer::LayerStep& s : plan.steps) jit += s.jit();
     if (json) {
-      nlohmann::json j = {{"tokens", t}, {"batch", b.to_string()}, {"naive", plan.naive}, {"launches", jit},
-                          {"problems", problems}};
+      nlohmann::json j = {
+          {"tokens", t}, {"batch", b.to_string()}, {"naive", plan.naive}, {"launches", jit}, {"problems", problems}};
       for (const layer::LayerStep& s : plan.steps) j["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}});
       out.push_back(j);
     } else {

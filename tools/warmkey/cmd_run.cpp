@@ -129,7 +129,8 @@ void register_run_command(CLI::App& app, int* exit_code) {
   sub->add_option("--mutant", o->mutant,
                   "Run with this seeded mutant in place of its kernel (warmkey verify --list-mutants)");
   sub->add_flag("--no-classes", o->no_classes, "Skip the coverage certificate (exhaustive class enumeration)");
-  sub->add_flag("--layers", o->layers, "Also replay every batch as whole MoE layers (the layer plan of `warmkey layer`)");
+  sub->add_flag("--layers", o->layers,
+                "Also replay every batch as whole MoE layers (the layer plan of `warmkey layer`)");
   sub->add_flag("--no-cross-process", o->no_cross_process, "Check key determinism in this process only");
   sub->callback([o, exit_code] { *exit_code = run(*o); });
 }

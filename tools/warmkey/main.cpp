@@ -1,4 +1,5 @@
-// The warmkey command line: subcommands keys, warmup, config, verify, run, case, bundle, cache and layer (see commands.h).
+// The warmkey command line: subcommands keys, warmup, config, verify, run, case, bundle, cache and layer (see
+// commands.h).
 #include <exception>
 #include <iostream>
 #include <string>
