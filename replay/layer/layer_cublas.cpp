@@ -3,6 +3,10 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include <cublas_v2.h>
 
 #include "warmup/error.h"
@@ -44,13 +48,22 @@ Cublas& Cublas::instance() {
 }
 
 Cublas::Cublas() {
+  // The loader's path first, then the toolkit's library folder (often not in the loader's cache).
   void* lib = nullptr;
-  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-    lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  std::vector<std::string> names = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  for (const char* root : {static_cast<const char*>(std::getenv("CUDA_HOME")), "/usr/local/cuda"}) {
+    if (root && *root) {
+      for (const char* n : {"libcublas.so.13", "libcublas.so.12"}) names.push_back(str_cat(root, "/lib64/", n));
+    }
+  }
+  for (const std::string& name : names) {
+    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib) break;
   }
   if (!lib) {
-    reason_ = str_cat("cuBLAS not found (libcublas.so.13/.12: ", dlerror(), ")");
+    reason_ =
+        str_cat("cuBLAS not found (libcublas.so.13/.12 on the loader path, $CUDA_HOME/lib64, /usr/local/cuda/lib64: ",
+                dlerror(), ")");
     return;
   }
   static Api api;
