@@ -13,6 +13,7 @@
 #include "equivalence/oracles/moe_align.h"
 #include "equivalence/oracles/moe_mul_sum.h"
 #include "equivalence/oracles/swiglu_limit.h"
+#include "kernels/nvfp4_moe/nvfp4_moe.h"
 #include "spaces/batched_moe.h"
 #include "spaces/compute_identity.h"
 #include "spaces/count_expert_tokens.h"
@@ -47,6 +48,7 @@ const std::vector<KernelDescriptor>& kernel_table() {
     t.push_back(kernel_row<spaces::MoeAlignSpace, MoeAlignOracle>(moe_align_mutants()));
     t.push_back(kernel_row<spaces::FusedMoeSpace, FusedMoeOracle>(fused_moe_mutants()));
     t.push_back(kernel_row<spaces::BatchedMoeSpace, BatchedMoeOracle>(batched_moe_mutants()));
+    t.push_back(contract_row<Nvfp4Moe>());
     t.push_back(kernel_row<spaces::SwigluLimitSpace, SwigluLimitOracle>(swiglu_limit_mutants()));
     t.push_back(kernel_row<spaces::LoraMoeSpace, LoraMoeOracle>(lora_moe_mutants()));
     t.push_back(kernel_row<spaces::ComputeIdentitySpace, ComputeIdentityOracle>(compute_identity_mutants()));
