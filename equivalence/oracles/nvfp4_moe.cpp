@@ -272,15 +272,14 @@ Nvfp4MoeCase Nvfp4MoeOracle::case_of(const Nvfp4MoeArgs& a, const ModelConfig& c
   Nvfp4MoeCase q = p;
   q.tile = tile;
   q.num_experts = std::clamp<std::int64_t>(kNvfp4MoeCaseMaxWeightElems / (p.n * p.k), q.route_k, e);
-  q.num_tokens = 0;
+  // The most tokens (up to 64) whose class matches and whose work fits, else the fewest that match.
+  std::int64_t largest_fit = 0, smallest = 0;
   for (std::int64_t t = std::min<std::int64_t>(p.num_tokens, 64); t >= 1; --t) {
     if (rep(t * q.route_k) != rep(nv)) continue;
-    if (q.num_tokens == 0) q.num_tokens = t;  // the largest with the class
-    if (t * q.route_k * p.n * p.k <= kNvfp4MoeCaseMaxMacs) {
-      q.num_tokens = t;
-      break;
-    }
+    smallest = t;
+    if (largest_fit == 0 && t * q.route_k * p.n * p.k <= kNvfp4MoeCaseMaxMacs) largest_fit = t;
   }
+  q.num_tokens = largest_fit > 0 ? largest_fit : smallest;
   if (q.num_tokens == 0) throw Error(str_cat("nvfp4_moe oracle: no smaller case keeps the class of ", nv, " entries"));
   q.blocks_extra = 0;
   if (!q.naive) {
