@@ -14,7 +14,9 @@
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
 #include "reference/nvfp4_moe.h"
 #include "spaces/nvfp4_moe.h"
+#include "tests/support/device.h"
 #include "tests/support/expect_rejected.h"
+#include "tests/support/numeric.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
@@ -454,6 +456,46 @@ TEST(Nvfp4MoeKey, theBackendDecidesUseAndTheModelDtypeTheOperands) {
     EXPECT_EQ(k.get_dtype("dtype"), DType::f16);
     EXPECT_EQ(k.get_dtype("out_dtype"), DType::f16);
   }
+}
+
+// ---- NVRTC (compile-only without a GPU) ---------------------------------------------------------
+
+// The tiles the heuristic never returns but a caller may pass (the GPU tests' explicit tiles: every
+// BLOCK_M with both warp counts, 2 and 8 stages), with every activation / output dtype, bias,
+// naive ids and misaligned views: each binary compiles (the warmup keys compile through
+// JitServing and `warmkey warmup`).
+TEST(Nvfp4MoeCompile, everyTileShapeAndOptionCompiles) {
+  test::TempDir cache("warmkey-nvfp4-compile");
+  auto rt = test::make_test_runtime(cache.path());
+  std::vector<BoundKey> bound;
+  const FusedMoeTile tiles[] = {{32, 128, 64, 2, 8, 3},
+                                {64, 64, 64, 1, 8, 6},
+                                {128, 64, 64, 4, 4, 2},
+                                {16, 128, 64, 1, 4, 8},
+                                {128, 128, 64, 3, 8, 8}};
+  const std::pair<DType, DType> dtypes[] = {{DType::bf16, DType::f32}, {DType::f16, DType::bf16}};
+  for (std::size_t i = 0; i < std::size(tiles); ++i) {
+    Nvfp4MoeArgs a = valid_args();
+    a.tile = tiles[i];
+    const std::int64_t em = 10 + 4 * (tiles[i].block_m - 1);
+    a.sorted_token_ids = Tensor::meta(DType::i32, {em});
+    a.expert_ids = Tensor::meta(DType::i32, {(em + tiles[i].block_m - 1) / tiles[i].block_m});
+    const auto [act, out] = dtypes[i % 2];
+    a.a = Tensor::meta(act, {5, 256}, i % 2 == 0 ? 0 : 2);
+    a.c = Tensor::meta(out, {10, 64});
+    if (i % 2 == 1) a.bias = Tensor::meta(DType::f32, {4, 64});
+    if (i == 4) {
+      a.sorted_token_ids.reset(), a.num_tokens_post_padded.reset();
+      a.expert_ids = Tensor::meta(DType::u32, {10});
+      a.top_k = 1, a.a = Tensor::meta(act, {10, 256});
+      a.topk_weights = Tensor::meta(DType::f32, {10});
+    }
+    kKernel.validate(a);
+    bound.push_back(kKernel.bound_key(a));
+  }
+  const WarmResult r = rt->warm(bound, /*jobs=*/2, /*batch=*/8);
+  EXPECT_EQ(r.failed, 0u) << (r.failures.empty() ? "" : r.failures.front());
+  EXPECT_EQ(r.compiled, bound.size());
 }
 
 }  // namespace
