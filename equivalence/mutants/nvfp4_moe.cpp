@@ -38,8 +38,7 @@ class WarmupRowsFloorDivision : public Base {
  public:
   using Base::Base;
   Args warmup_inputs(const CompileKey& k) const override {
-    Args a = real().warmup_inputs(k);
-    return with_rows(std::move(a), k.get_int("num_valid") / k.get_int("top_k"));
+    return with_rows(real().warmup_inputs(k), k.get_int("num_valid") / k.get_int("top_k"));
   }
 };
 
