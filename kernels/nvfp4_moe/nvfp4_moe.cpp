@@ -45,7 +45,7 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
-         t.block_m * 4;
+         t.block_m * 4 + 256 * 4;
 }
 
 std::string nvfp4_moe_tile_problem(const FusedMoeTile& t) {

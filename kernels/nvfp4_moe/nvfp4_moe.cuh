@@ -17,6 +17,9 @@
 //   stages), a second barrier, then the same mma.sync mainloop as fused_moe (Tile::compute_ab). The
 //   decoded tile is rewritten only after the next iteration's barrier, when every warp has
 //   finished reading it.
+// - Expansion: a 256-entry table in shared memory (built once per block, before the entry barrier)
+//   maps a packed byte to its two codes as a pair of T; the pair is multiplied by the group's scale
+//   (converted to T, exact) with one packed multiply: per 8 elements 4 table reads and 4 multiplies.
 // - e2m1 * e4m3 is exact in bf16 and f16 (at most 5 significant bits, magnitudes 2^-10 .. 2688),
 //   so the decode rounds nothing; the per-expert fp32 global scale multiplies the fp32 sums in the
 //   epilogue. An e4m3 scale byte 0x7f/0xff is NaN and poisons its group, as it should.
@@ -58,16 +61,33 @@ __device__ __forceinline__ unsigned bits16(float v) {
   return static_cast<unsigned>(*reinterpret_cast<const unsigned short*>(&h));
 }
 
-// 8 elements (4 packed bytes, element 2j in the low nibble of byte j) times `scale`, as 8 T values
-// in memory order.
+// The two codes of a packed byte as a pair of T (element 2j, the low nibble, in the low half):
+// the entry `byte` of the per-block lookup table.
 template <class T>
-__device__ __forceinline__ uint4 decode8(unsigned packed, float scale) {
+__device__ __forceinline__ unsigned pair_bits(unsigned byte) {
+  return bits16<T>(e2m1_to_float(byte & 15u)) | (bits16<T>(e2m1_to_float(byte >> 4)) << 16);
+}
+
+// Both halves of a T pair times the same T scale (one packed multiply; exact for decoded weights).
+template <class T>
+__device__ __forceinline__ unsigned mul_pair(unsigned pair, unsigned scale2) {
+  if constexpr (wk::kSame<T, __nv_bfloat16>) {
+    const __nv_bfloat162 r =
+        __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&pair), *reinterpret_cast<const __nv_bfloat162*>(&scale2));
+    return *reinterpret_cast<const unsigned*>(&r);
+  } else {
+    const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&pair), *reinterpret_cast<const __half2*>(&scale2));
+    return *reinterpret_cast<const unsigned*>(&r);
+  }
+}
+
+// 8 elements (4 packed bytes, element 2j in the low nibble of byte j) times the scale whose T bits
+// are in both halves of scale2, as 8 T values in memory order, through the byte -> pair table.
+template <class T>
+__device__ __forceinline__ uint4 decode8(unsigned packed, unsigned scale2, const unsigned* lut) {
   unsigned w[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const unsigned byte = (packed >> (8 * j)) & 0xffu;
-    w[j] = bits16<T>(e2m1_to_float(byte & 15u) * scale) | (bits16<T>(e2m1_to_float(byte >> 4) * scale) << 16);
-  }
+  for (int j = 0; j < 4; ++j) w[j] = mul_pair<T>(lut[(packed >> (8 * j)) & 0xffu], scale2);
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
@@ -117,6 +137,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   extern __shared__ __align__(128) char smem[];
   char* decoded = smem + kDecodedOff;                                          // [kBN] rows of 128 bytes
   int* s_entry = reinterpret_cast<int*>(decoded + kBN * wk::gemm::kRowBytes);  // [kBM] entry of each row
+  unsigned* s_lut = reinterpret_cast<unsigned*>(s_entry + kBM);                // [256] byte -> pair of T
 
   const long long nv = WARMKEY_INT(S, num_valid);
   const int tid = static_cast<int>(threadIdx.x);
@@ -138,6 +159,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   }
   const long long e = wk::to_index(__ldg(expert_ids + pid_m));
 
+  for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
   for (int r = tid; r < kBM; r += kThreads) {
     long long entry;
     if constexpr (kNaive) {
@@ -218,9 +240,10 @@ __global__ void __launch_bounds__(32 * S::WARPS)
     for (int u = tid; u < kBN * wk::gemm::kChunks; u += kThreads) {
       const int r = u >> 3, ch = u & 7;
       const unsigned packed = *reinterpret_cast<const unsigned*>(stage + kRawOff + r * kPackedTile + ch * 4);
-      const float scale =
-          wk::nvfp4::e4m3_to_float(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + (ch >> 1)]));
-      *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, ch)) = wk::nvfp4::decode8<T>(packed, scale);
+      const unsigned scale = wk::nvfp4::bits16<T>(
+          wk::nvfp4::e4m3_to_float(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + (ch >> 1)])));
+      *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, ch)) =
+          wk::nvfp4::decode8<T>(packed, scale | (scale << 16), s_lut);
     }
     __syncthreads();
     Cfg::compute_ab(wk::gemm::smem_u32(stage), wk::gemm::smem_u32(decoded), acc, warp_m, warp_n, lane);

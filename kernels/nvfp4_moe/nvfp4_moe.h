@@ -66,7 +66,7 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 // Why a tile cannot run (warp layout, BLOCK_K 64, shared memory), or "".
 std::string nvfp4_moe_tile_problem(const FusedMoeTile& tile);
 // Dynamic shared memory of a tile: STAGES * (BM * 128 + BN * 36) staged bytes (A rows, packed
-// codes, scales), BN * 128 bytes of decoded B, BM * 4 bytes of entry ids.
+// codes, scales), BN * 128 bytes of decoded B, BM * 4 bytes of entry ids, 1 KiB of decode table.
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& tile);
 // The activation dtype the engine feeds the NVFP4 GEMMs of a model: its own when bf16 or f16, else
 // bf16 (an f32 model casts its activations to bf16 before the emulated NVFP4 GEMM; c stays f32).
