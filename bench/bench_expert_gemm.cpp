@@ -2,7 +2,8 @@
 // fused_moe (sorted layout) and batched_moe (batched layout: [E, capacity, K] with per-expert
 // counts, the capacity the busiest expert's count) against cuBLAS on the same tokens-per-expert distribution, W13 and
 // W2, bf16 and fp8 w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
-// device-to-device copy measured in the same program.
+// device-to-device copy measured in the same program. nvfp4_moe (NVFP4 weights expanded to bf16 in
+// shared memory) on the same routing, next to cuBLAS bf16 on the same grouping.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "bench/bench_util.h"
 #include "kernels/batched_moe/batched_moe.h"
 #include "kernels/fused_moe/fused_moe.h"
+#include "kernels/nvfp4_moe/nvfp4_moe.h"
 #include "warmup/error.h"
 
 #ifdef WARMKEY_HAVE_CUBLAS
@@ -377,6 +379,120 @@ void BM_batched_moe(benchmark::State& state) {
   state.SetLabel(label);
 }
 
+// NVFP4 expert weights of a layer: packed e2m1 codes (random bytes: every code), e4m3 scales (valid
+// codes 0x30..0x3f: 0.5 .. 1.875, never NaN), per-expert global scales; allocated once per layer.
+struct Nvfp4Weights {
+  DeviceBuffer b, scale, global;
+};
+Nvfp4Weights& nvfp4_weights(int layer) {
+  static std::map<int, Nvfp4Weights> all;
+  auto it = all.find(layer);
+  if (it != all.end()) return it->second;
+  Device& dev = Device::instance();
+  const std::int64_t n = gemm_n(layer), k = gemm_k(layer);
+  Nvfp4Weights w;
+  w.b = dev.alloc(static_cast<std::size_t>(kExperts * n * k / 2));
+  fill_random(w.b.data(), DType::u8, kExperts * n * k / 2, 31 + layer);
+  w.scale = dev.alloc(static_cast<std::size_t>(kExperts * n * k / 16));
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(kExperts * n * k / 16));
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(0x30 + (i * 7 + i / 13) % 16);
+  dev.copy_to_device(w.scale.data(), codes.data(), codes.size());
+  w.global = dev.alloc(static_cast<std::size_t>(kExperts * 4));
+  const std::vector<float> ones(kExperts, 1.0f / 64);
+  dev.copy_to_device(w.global.data(), ones.data(), ones.size() * 4);
+  return all.emplace(layer, std::move(w)).first->second;
+}
+
+// nvfp4_moe on the same routing and layout as BM_expert_gemm (bf16 activations and outputs); decode
+// bandwidth counts the NVFP4 bytes (K / 2 + K / 16 per weight row).
+void BM_nvfp4_moe(benchmark::State& state) {
+  if (!device_or_skip(state)) return;
+  const int layer = static_cast<int>(state.range(0));
+  const std::int64_t tokens = state.range(1);
+  const int routing = static_cast<int>(state.range(2));
+  const std::int64_t n = gemm_n(layer), k = gemm_k(layer), nv = tokens * kTopK;
+  Device& dev = Device::instance();
+  Nvfp4Weights& w = nvfp4_weights(layer);
+  const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
+  const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
+  const FusedMoeTile tile = nvfp4_moe_tile(nv, kExperts);
+  const Layout layout = align(ids, tile.block_m);
+  const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
+  DeviceBuffer a_buf = dev.alloc(static_cast<std::size_t>(m * k * 2));
+  fill_random(a_buf.data(), DType::bf16, m * k, 5);
+  DeviceBuffer c_buf = dev.alloc(static_cast<std::size_t>(nv * n * 2));
+  DeviceBuffer weights_buf = dev.alloc(static_cast<std::size_t>(nv * 4));
+  fill_random(weights_buf.data(), DType::f32, nv, 7);
+  DeviceBuffer sorted = upload(naive ? std::vector<int>{} : layout.sorted);
+  DeviceBuffer experts = upload(naive ? ids : layout.experts);
+  DeviceBuffer post = upload({layout.post});
+
+  Nvfp4MoeArgs args;
+  args.a = Tensor::view(DType::bf16, a_buf.data(), {m, k});
+  args.b = Tensor::view(DType::u8, w.b.data(), {kExperts, n, k / 2});
+  args.b_scale = Tensor::view(DType::f8e4m3, w.scale.data(), {kExperts, n, k / 16});
+  args.b_global_scale = Tensor::view(DType::f32, w.global.data(), {kExperts});
+  args.c = Tensor::view(DType::bf16, c_buf.data(), {nv, n});
+  if (layer == kW2) args.topk_weights = Tensor::view(DType::f32, weights_buf.data(), {nv});
+  if (naive) {
+    args.expert_ids = Tensor::view(DType::i32, experts.data(), {nv});
+  } else {
+    args.sorted_token_ids = Tensor::view(DType::i32, sorted.data(), {static_cast<std::int64_t>(layout.sorted.size())});
+    args.expert_ids = Tensor::view(DType::i32, experts.data(), {static_cast<std::int64_t>(layout.experts.size())});
+    args.num_tokens_post_padded = Tensor::view(DType::i32, post.data(), {1});
+  }
+  args.top_k = top_k;
+  const Nvfp4Moe kernel;
+  kernel.validate(args);
+  const LaunchSpec spec = kernel.launch_spec(args);
+  const BoundKey bound = bind(kernel.def(), spec);
+  const double ms = median_ms([&] { runtime().launch(bound, spec, nullptr); });
+
+  const double flops = 2.0 * static_cast<double>(nv) * static_cast<double>(n) * static_cast<double>(k);
+  std::int64_t used = 0;
+  for (int c : layout.counts) used += c > 0;
+  const double weight_bytes = static_cast<double>(used) * static_cast<double>(n * (k / 2 + k / 16) + 4);
+  const double bytes = weight_bytes + static_cast<double>(m * k * 2 + nv * n * 2);
+  for (auto _ : state) state.SetIterationTime(ms / 1e3);
+  state.counters["us"] = ms * 1e3;
+  state.counters["TFLOPS"] = flops / (ms / 1e3) / 1e12;
+  state.counters["GB/s"] = bytes / (ms / 1e3) / 1e9;
+  state.counters["of_copy"] = bytes / (ms / 1e3) / 1e9 / copy_bandwidth_gbs();
+  state.counters["experts_used"] = static_cast<double>(used);
+  std::string label = kernel.dispatch(args).to_string();
+#ifdef WARMKEY_HAVE_CUBLAS
+  {  // cuBLAS bf16 on the same grouping: the dense baseline NVFP4 emulation is compared with
+    Weights& wb = weights(layer, kBf16);
+    DeviceBuffer a_sorted = dev.alloc(static_cast<std::size_t>(nv * k * 2));
+    fill_random(a_sorted.data(), DType::bf16, nv * k, 21);
+    DeviceBuffer c_sorted = dev.alloc(static_cast<std::size_t>(nv * n * 2));
+    std::string note;
+    const double grouped = cublas_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    const double loop = cublas_loop_ms(layout.counts, n, k, wb.b.data(), a_sorted.data(), c_sorted.data(), &note);
+    state.counters["cublas_grouped_us"] = grouped * 1e3;
+    state.counters["cublas_loop_us"] = loop * 1e3;
+    const double cb = grouped > 0 && loop > 0 ? std::min(grouped, loop) : std::max(grouped, loop);
+    if (cb > 0) {
+      state.counters["cublas_TFLOPS"] = flops / (cb / 1e3) / 1e12;
+      state.counters["vs_cublas"] = cb / ms;  // > 1: nvfp4_moe is faster than cuBLAS bf16
+    } else {
+      label += " cublas: " + note;
+    }
+  }
+#endif
+  state.SetLabel(label);
+}
+
+void nvfp4_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"layer", "T", "skewed"});
+  for (int layer : {kW13, kW2}) {
+    for (std::int64_t t : {1, 8, 64, 256}) b->Args({layer, t, kUniform});
+    for (std::int64_t t : {2048, 8192}) {
+      for (int r : {kUniform, kSkewed}) b->Args({layer, t, r});
+    }
+  }
+}
+
 void batched_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"layer", "fp8", "T", "skewed"});
   for (int layer : {kW13, kW2}) {
@@ -407,6 +523,7 @@ void args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_d2d_copy)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_expert_gemm)->Apply(args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_batched_moe)->Apply(batched_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_nvfp4_moe)->Apply(nvfp4_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace warmkey::bench

@@ -70,6 +70,14 @@ const std::vector<BenchKernel>& size_table() {
          const HostTensor& out = c.expected.front();
          return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(c.input("a").shape.at(1));
        }},
+      {"nvfp4_moe",  // W13 of the batch, as fused_moe
+       "dsv4-flash-nvfp4",
+       {1, 64, 2048, 8192},
+       all_tensors,
+       [](const NumericCase& c) {  // 2 N K per entry
+         const HostTensor& out = c.expected.front();
+         return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(c.input("a").shape.at(1));
+       }},
       {"moe_mul_sum",
        "dsv4-flash",
        {1, 64, 8192, 65536},

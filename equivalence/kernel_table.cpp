@@ -12,6 +12,7 @@
 #include "equivalence/oracles/lora_moe.h"
 #include "equivalence/oracles/moe_align.h"
 #include "equivalence/oracles/moe_mul_sum.h"
+#include "equivalence/oracles/nvfp4_moe.h"
 #include "equivalence/oracles/swiglu_limit.h"
 #include "spaces/batched_moe.h"
 #include "spaces/compute_identity.h"
@@ -22,6 +23,7 @@
 #include "spaces/lora_moe.h"
 #include "spaces/moe_align.h"
 #include "spaces/moe_mul_sum.h"
+#include "spaces/nvfp4_moe.h"
 #include "spaces/swiglu_limit.h"
 
 namespace warmkey::equivalence {
@@ -33,6 +35,7 @@ std::vector<Mutant> count_expert_tokens_mutants();
 std::vector<Mutant> moe_align_mutants();
 std::vector<Mutant> fused_moe_mutants();
 std::vector<Mutant> batched_moe_mutants();
+std::vector<Mutant> nvfp4_moe_mutants();
 std::vector<Mutant> swiglu_limit_mutants();
 std::vector<Mutant> lora_moe_mutants();
 std::vector<Mutant> compute_identity_mutants();
@@ -47,6 +50,7 @@ const std::vector<KernelDescriptor>& kernel_table() {
     t.push_back(kernel_row<spaces::MoeAlignSpace, MoeAlignOracle>(moe_align_mutants()));
     t.push_back(kernel_row<spaces::FusedMoeSpace, FusedMoeOracle>(fused_moe_mutants()));
     t.push_back(kernel_row<spaces::BatchedMoeSpace, BatchedMoeOracle>(batched_moe_mutants()));
+    t.push_back(kernel_row<spaces::Nvfp4MoeSpace, Nvfp4MoeOracle>(nvfp4_moe_mutants()));
     t.push_back(kernel_row<spaces::SwigluLimitSpace, SwigluLimitOracle>(swiglu_limit_mutants()));
     t.push_back(kernel_row<spaces::LoraMoeSpace, LoraMoeOracle>(lora_moe_mutants()));
     t.push_back(kernel_row<spaces::ComputeIdentitySpace, ComputeIdentityOracle>(compute_identity_mutants()));

@@ -148,7 +148,13 @@ struct Tile {
   static __device__ __forceinline__ void compute(const char* stage, float (&acc)[kMI][kNI][4], int warp_m, int warp_n,
                                                  int lane) {
     const unsigned a_base = smem_u32(stage);
-    const unsigned b_base = a_base + BM * kRowBytes;
+    compute_ab(a_base, a_base + BM * kRowBytes, acc, warp_m, warp_n, lane);
+  }
+
+  // The same with the A and B tiles at their own shared addresses (swizzled 128-byte rows, BM rows
+  // of A, BN rows of B): for operands staged in another form and expanded before the mma (nvfp4).
+  static __device__ __forceinline__ void compute_ab(unsigned a_base, unsigned b_base, float (&acc)[kMI][kNI][4],
+                                                    int warp_m, int warp_n, int lane) {
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
       unsigned af[kMI][4];
@@ -207,9 +213,15 @@ struct Tile {
   // synchronous), consume(stage_ptr, kt) uses a staged k-tile. Every thread calls it.
   template <class Load, class Consume>
   static __device__ __forceinline__ void pipeline(char* smem, int k_tiles, Load&& load, Consume&& consume) {
+    pipeline_bytes<kStageBytes>(smem, k_tiles, static_cast<Load&&>(load), static_cast<Consume&&>(consume));
+  }
+
+  // The pipeline over stages of StageBytes bytes each (a caller that stages its own layout).
+  template <int StageBytes, class Load, class Consume>
+  static __device__ __forceinline__ void pipeline_bytes(char* smem, int k_tiles, Load&& load, Consume&& consume) {
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < k_tiles) load(smem + s * kStageBytes, s);
+      if (s < k_tiles) load(smem + s * StageBytes, s);
       cp_async_commit();
     }
 #pragma unroll 1
@@ -217,9 +229,9 @@ struct Tile {
       cp_async_wait<STAGES - 2>();
       __syncthreads();
       const int next = kt + STAGES - 1;
-      if (next < k_tiles) load(smem + (next % STAGES) * kStageBytes, next);
+      if (next < k_tiles) load(smem + (next % STAGES) * StageBytes, next);
       cp_async_commit();
-      consume(smem + (kt % STAGES) * kStageBytes, kt);
+      consume(smem + (kt % STAGES) * StageBytes, kt);
     }
     cp_async_wait<0>();
   }

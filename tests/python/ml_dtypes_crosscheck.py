@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Cross-checks warmkey's host codecs of e2m1 (NVFP4 elements) and fp8 e4m3 (NVFP4 block scales)
-with ml_dtypes' float4_e2m1fn and float8_e4m3fn, an independent implementation: every code
-decoded, every value and midpoint encoded, and a seeded random sample encoded.
+with ml_dtypes' float4_e2m1fn and float8_e4m3fn, and of bf16 and f16 (the activations and outputs
+nvfp4_moe's reference reads and rounds to) with ml_dtypes' bfloat16 and numpy's float16, independent
+implementations: every code decoded, every value and midpoint encoded, and a seeded random sample
+encoded.
 
 Usage: ml_dtypes_crosscheck.py <codec_dump binary> [seed] [samples]
 Exit status: 0 all agree, 1 a mismatch, 77 ml_dtypes (or numpy) is not installed (ctest: Skipped).
@@ -35,6 +37,8 @@ def main():
     bad = []
     for line in dump:
         what, a, b = line.split()
+        if what.endswith("_bf16") or what.endswith("_f16"):
+            continue  # compared in bulk below
         counts[what] = counts.get(what, 0) + 1
         if what in ("dec_e2m1", "dec_e4m3"):
             code, got = int(a), as_float(b)
@@ -56,6 +60,26 @@ def main():
             want = [int(vals[0] | (vals[1] << 4)), int(vals[2])]
             if [int(a), int(b)] != want:
                 bad.append(f"pack_e2m1: warmkey {[int(a), int(b)]}, expected {want}")
+    # bf16 / f16: compared in bulk (65536 codes and the samples each).
+    halves = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+    for name, dtype in halves.items():
+        dec = [(int(a), int(b, 16)) for what, a, b in (l.split() for l in dump) if what == "dec_" + name]
+        enc = [(int(a, 16), int(b)) for what, a, b in (l.split() for l in dump) if what == "enc_" + name]
+        counts["dec_" + name], counts["enc_" + name] = len(dec), len(enc)
+        if dec:
+            codes = np.array([c for c, _ in dec], dtype=np.uint16)
+            got = np.array([g for _, g in dec], dtype=np.uint32).view(np.float32)
+            want = codes.view(dtype).astype(np.float32)
+            ok = (np.isnan(got) & np.isnan(want)) | ((got == want) & (np.signbit(got) == np.signbit(want)))
+            for i in np.flatnonzero(~ok)[:20]:
+                bad.append(f"dec_{name} code {int(codes[i])}: warmkey {float(got[i])!r}, reference {float(want[i])!r}")
+        if enc:
+            vals = np.array([v for v, _ in enc], dtype=np.uint32).view(np.float32)
+            got = np.array([g for _, g in enc], dtype=np.uint32)
+            with np.errstate(over="ignore"):  # overflow to infinity is part of the check
+                want = vals.astype(dtype).view(np.uint16).astype(np.uint32)
+            for i in np.flatnonzero(got != want)[:20]:
+                bad.append(f"enc_{name} {float(vals[i])!r}: warmkey code {int(got[i]):#x}, reference code {int(want[i]):#x}")
     print("compared with ml_dtypes " + ml_dtypes.__version__ + ": " +
           ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     for line in bad[:20]:
@@ -63,7 +87,8 @@ def main():
     if bad:
         print(f"{len(bad)} mismatches")
         return 1
-    if counts.get("dec_e2m1") != 16 or counts.get("dec_e4m3") != 256:
+    if (counts.get("dec_e2m1") != 16 or counts.get("dec_e4m3") != 256 or counts.get("dec_bf16") != 65536 or
+            counts.get("dec_f16") != 65536):
         print("the dump did not list every code")
         return 1
     print("all agree")

@@ -1,4 +1,5 @@
-// Prints warmkey's host codecs of the NVFP4 element (e2m1) and scale (fp8 e4m3) for the ml_dtypes
+// Prints warmkey's host codecs of the NVFP4 element (e2m1) and scale (fp8 e4m3), and of the bf16 and
+// f16 activations and outputs nvfp4_moe's reference reads and rounds to, for the ml_dtypes
 // cross-check (tests/python/ml_dtypes_crosscheck.py): every code decoded, every code's value and
 // every midpoint between neighbouring codes encoded, and a seeded random sample of values encoded.
 // One line per item: "<what> <input> <output>", floats as the hex of their 32 bits.
@@ -74,6 +75,35 @@ int main(int argc, char** argv) {
     const double mag = std::exp2(rng.uniform(-12, 9.5));  // subnormals to beyond 448
     const float v = static_cast<float>(rng.bernoulli(0.5) ? -mag : mag);
     encode_line("enc_e4m3", v, float_to_f8e4m3_bits(v, false));
+  }
+  // bf16 and f16 (round-to-nearest-even): every code decoded; midpoints between neighbouring finite
+  // codes (ties) and a log-uniform random sample over the whole range (subnormals, overflow)
+  // encoded. NaN inputs are left out: their payload is not part of either format's contract.
+  struct Half {
+    const char* dec;
+    const char* enc;
+    float (*to_float)(std::uint16_t);
+    std::uint16_t (*from_float)(float);
+    double lo, hi;  // log2 range of the random sample
+  };
+  const Half halves[] = {{"dec_bf16", "enc_bf16", bf16_bits_to_float, float_to_bf16_bits, -136, 130},
+                         {"dec_f16", "enc_f16", f16_bits_to_float, float_to_f16_bits, -26, 17}};
+  for (const Half& h : halves) {
+    for (unsigned c = 0; c < 65536; ++c)
+      std::printf("%s %u %08x\n", h.dec, c, bits(h.to_float(static_cast<std::uint16_t>(c))));
+    for (unsigned c = 0; c + 1 < 0x7f80 && c + 1 < 65536; c += 37) {
+      const float a = h.to_float(static_cast<std::uint16_t>(c)), b = h.to_float(static_cast<std::uint16_t>(c + 1));
+      if (std::isnan(a) || std::isnan(b) || std::isinf(a) || std::isinf(b)) continue;
+      for (float s : {1.0f, -1.0f}) {
+        const float mid = s * (a + b) / 2;  // exact in f32: one more significant bit
+        encode_line(h.enc, mid, h.from_float(mid));
+      }
+    }
+    for (int i = 0; i < samples; ++i) {
+      const double mag = std::exp2(rng.uniform(h.lo, h.hi));
+      const float v = static_cast<float>(rng.bernoulli(0.5) ? -mag : mag);
+      encode_line(h.enc, v, h.from_float(v));
+    }
   }
   return 0;
 }

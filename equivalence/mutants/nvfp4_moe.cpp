@@ -1,0 +1,196 @@
+// Seeded mutants of nvfp4_moe: each wraps the real contract and breaks one thing KERNELS.md lists
+// (the known ways to break a contract that apply to the NVFP4 grouped GEMM; "guard every division
+// in warmup_inputs" is #4).
+#include <memory>
+#include <utility>
+
+#include "equivalence/mutants/mutant.h"
+#include "equivalence/mutants/wrap.h"
+#include "kernels/nvfp4_moe/nvfp4_moe.h"
+
+namespace warmkey::equivalence {
+namespace {
+
+using Base = Wrap<Nvfp4MoeArgs>;
+
+CompileKey drop_field(const CompileKey& k, std::string_view field) {
+  std::vector<CompileKey::Field> fields;
+  for (const auto& f : k.fields()) {
+    if (f.first != field) fields.push_back(f);
+  }
+  return CompileKey(k.kernel(), std::move(fields));
+}
+
+// Args with m activation rows (the per-entry tensors follow; the layout's length stays).
+Nvfp4MoeArgs with_rows(Nvfp4MoeArgs a, std::int64_t m) {
+  const std::int64_t nv = m * a.top_k;
+  a.a = Tensor::meta(a.a.dtype(), {m, a.a.size(1)});
+  a.c = Tensor::meta(a.c.dtype(), {nv, a.c.size(1)});
+  if (a.topk_weights) a.topk_weights = Tensor::meta(DType::f32, {nv});
+  if (!a.sorted_token_ids) a.expert_ids = Tensor::meta(a.expert_ids.dtype(), {nv});
+  return a;
+}
+
+// #4: warmup_inputs derives its row count by an unguarded floor division, M = num_valid / top_k of
+// the key's class representative: 2 / 6 = 0 rows for every W13 key of class 2 (an empty batch
+// whose key is not the one asked for, and which never launches).
+class WarmupRowsFloorDivision : public Base {
+ public:
+  using Base::Base;
+  Args warmup_inputs(const CompileKey& k) const override {
+    return with_rows(real().warmup_inputs(k), k.get_int("num_valid") / k.get_int("top_k"));
+  }
+};
+
+// #3: warmup_inputs does not pin the key's tile, so launch_spec recomputes it with the heuristic
+// from the warmup tensors' shapes (one expert, a handful of rows) instead of taking it from the key.
+class WarmupTileFromShapes : public Base {
+ public:
+  using Base::Base;
+  Args warmup_inputs(const CompileKey& k) const override {
+    Args a = real().warmup_inputs(k);
+    a.tile.reset();
+    return a;
+  }
+};
+
+// #11: the heuristic's prefill tile (BLOCK_M 128, num_valid > 64 E) is never enumerated.
+class WarmupMissesTokenBucket : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) {
+      if (k.get_int("block_m") != 128) keys.push_back(k);
+    }
+    return keys;
+  }
+};
+
+// #8 / #5: the output dtype missing from the key; warmup then builds bf16 outputs for every key,
+// so an f16 (or f32) model's binaries are never compiled.
+class KeyWithoutOutDtype : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) keys.push_back(drop_field(k, "out_dtype"));
+    return dedup(std::move(keys));
+  }
+  CompileKey dispatch(const Args& a) const override { return drop_field(real().dispatch(a), "out_dtype"); }
+  Args warmup_inputs(const CompileKey& k) const override {
+    std::vector<CompileKey::Field> fields;
+    for (const auto& f : k.fields()) {
+      fields.push_back(f);
+      if (f.first == "dtype") fields.emplace_back("out_dtype", DType::bf16);
+    }
+    return real().warmup_inputs(CompileKey(k.kernel(), std::move(fields)));
+  }
+};
+
+// #7: launch_spec passes the per-expert global scales in b_scale's position and the block scales
+// in b_global_scale's (both are "the scales"). With named arguments the binder refuses the swap.
+class LaunchSpecSwapsScales : public Base {
+ public:
+  using Base::Base;
+  LaunchSpec launch_spec(const Args& a) const override {
+    LaunchSpec s = real().launch_spec(a);
+    int ib = -1, ig = -1;
+    for (int i = 0; i < s.num_args; ++i) {
+      if (s.args[static_cast<std::size_t>(i)].name == "b_scale") ib = i;
+      if (s.args[static_cast<std::size_t>(i)].name == "b_global_scale") ig = i;
+    }
+    if (ib >= 0 && ig >= 0) std::swap(s.args[static_cast<std::size_t>(ib)], s.args[static_cast<std::size_t>(ig)]);
+    return s;
+  }
+};
+
+// #9: num_valid (M * top_k, a raw token count) stored exactly instead of as its value class.
+class KeyHoldsExactNumValid : public Base {
+ public:
+  using Base::Base;
+  CompileKey dispatch(const Args& a) const override {
+    return real().dispatch(a).with("num_valid", a.a.size(0) * a.top_k);
+  }
+};
+
+// #10: the activations specialise on alignment (the policy do_not_specialize_on_alignment dropped
+// from the signature) while warmup builds only aligned tensors: a micro-batch at an odd token
+// offset passes a misaligned view whose JitKey was never warmed.
+class SignatureSpecialisesActivationAlignment : public Base {
+ public:
+  explicit SignatureSpecialisesActivationAlignment(const Kernel& real) : Base(real), def_(real.def()) {
+    def_.params[static_cast<std::size_t>(def_.param_index("a"))].policy = Specialize::specialize;
+  }
+  const KernelDef& def() const override { return def_; }
+
+ private:
+  KernelDef def_;
+};
+
+}  // namespace
+
+std::vector<Mutant> nvfp4_moe_mutants() {
+  const std::string k = "nvfp4_moe";
+  const std::string config = "dsv4-flash-nvfp4";
+  return {
+      {"nvfp4_moe.warmup_rows_floor_division",
+       k,
+       4,
+       "warmup_inputs sizes its batch as M = num_valid / top_k of the key's class: 0 rows for class 2",
+       {"P1", "P2"},
+       config,
+       false,
+       make_mutant<WarmupRowsFloorDivision>()},
+      {"nvfp4_moe.warmup_tile_from_shapes",
+       k,
+       3,
+       "warmup_inputs leaves the tile to the heuristic over the warmup tensors' shapes, not the key's",
+       {"P1", "P2"},
+       config,
+       false,
+       make_mutant<WarmupTileFromShapes>()},
+      {"nvfp4_moe.warmup_misses_token_bucket",
+       k,
+       11,
+       "warmup_keys drops the heuristic's BLOCK_M 128 (prefill) token range",
+       {"P4", "P2"},
+       config,
+       false,
+       make_mutant<WarmupMissesTokenBucket>()},
+      {"nvfp4_moe.key_without_out_dtype",
+       k,
+       8,
+       "the output dtype is missing from the key and warmup builds bf16 outputs for every key",
+       {"P2", "P3"},
+       "dsv4-flash-f16",
+       false,
+       make_mutant<KeyWithoutOutDtype>()},
+      {"nvfp4_moe.launch_spec_swaps_scales",
+       k,
+       7,
+       "launch_spec passes b_global_scale in b_scale's position and b_scale in b_global_scale's",
+       {"P5", "P2"},
+       config,
+       false,
+       make_mutant<LaunchSpecSwapsScales>()},
+      {"nvfp4_moe.key_holds_exact_num_valid",
+       k,
+       9,
+       "dispatch stores num_valid = M * top_k exactly, not its class",
+       {"P4", "P1", "P2"},
+       config,
+       false,
+       make_mutant<KeyHoldsExactNumValid>()},
+      {"nvfp4_moe.signature_specialises_activation_alignment",
+       k,
+       10,
+       "the activations specialise on 16-byte alignment while warmup builds only aligned tensors",
+       {"P2", "P3"},
+       config,
+       false,
+       make_mutant<SignatureSpecialisesActivationAlignment>()},
+  };
+}
+
+}  // namespace warmkey::equivalence

@@ -1,0 +1,125 @@
+// The runtime input space of nvfp4_moe under a config: the two grouped GEMMs of the nvfp4 backend
+// (W13 and W2, activations in the model's dtype or bf16 for f32 models, outputs in the model's), a
+// batch of T in [0, max batched tokens] tokens (marks at every token count where the tile
+// heuristic or the naive layout changes its answer), moe_align's sorted layout over the local
+// experts or, under EP, over the physical ones (spare capacity too) or the naive layout of tiny
+// batches, every index dtype of the naive ids, bias when the model has expert biases, aligned and
+// misaligned activation and output views. The NVFP4 weights are the engine's dense, aligned
+// tensors.
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/moe_align/moe_align.h"
+#include "kernels/nvfp4_moe/nvfp4_moe.h"
+#include "spaces/space.h"
+
+namespace warmkey::spaces {
+
+struct Nvfp4MoeSpace {
+  using Contract = Nvfp4Moe;
+  using Args = Nvfp4MoeArgs;
+  static constexpr std::string_view kName = "nvfp4_moe";
+
+  // The token counts where the engine's choice changes (each `T <= b`).
+  static std::vector<std::int64_t> token_marks(const ModelConfig& c) {
+    std::vector<std::int64_t> m = nvfp4_moe_token_boundaries(c.num_experts_per_tok, c.num_local_experts());
+    for (std::int64_t b : nvfp4_moe_token_boundaries(c.num_experts_per_tok, c.num_physical_experts())) m.push_back(b);
+    std::sort(m.begin(), m.end());
+    m.erase(std::unique(m.begin(), m.end()), m.end());
+    return m;
+  }
+
+  // How the engine lays one GEMM of a batch out.
+  struct Layout {
+    bool naive = false;
+    DType ids = DType::i32;          // naive: the top-k ids' dtype
+    std::int64_t align_experts = 0;  // sorted: the experts moe_align sorted over
+    std::int64_t spare = 0;          // sorted: extra length of sorted_token_ids and expert_ids
+  };
+
+  // The Args the engine passes for GEMM g of a batch of t tokens; a, c (and the W2 weights) are
+  // views of per-token buffers starting at token `offset`.
+  static Args serving_args(const ModelConfig& c, const Nvfp4Moe::Gemm& g, std::int64_t t, std::int64_t offset,
+                           const Layout& l, bool bias) {
+    const std::int64_t kr = c.num_experts_per_tok, e = c.num_local_experts(), nv = t * kr;
+    const std::int64_t m = g.top_k == 1 ? nv : t, rows_per_token = g.top_k == 1 ? kr : 1;
+    Args a;
+    a.a = batch_view(g.dtype, {m, g.k}, offset * rows_per_token);
+    a.b = Tensor::meta(DType::u8, {e, g.n, g.k / 2});
+    a.b_scale = Tensor::meta(DType::f8e4m3, {e, g.n, g.k / 16});
+    a.b_global_scale = Tensor::meta(DType::f32, {e});
+    a.c = batch_view(g.out_dtype, {nv, g.n}, offset * kr);
+    if (bias) a.bias = Tensor::meta(g.out_dtype, {e, g.n});
+    if (g.mul_routed_weight) a.topk_weights = batch_view(DType::f32, {t, kr}, offset);
+    a.top_k = g.top_k;
+    const FusedMoeTile tile = Nvfp4Moe::tile_of(a);
+    if (l.naive) {
+      a.expert_ids = batch_view(l.ids, {t, kr}, offset);
+    } else {
+      a.sorted_token_ids =
+          Tensor::meta(DType::i32, {moe_align_sorted_size(nv, l.align_experts, tile.block_m) + l.spare});
+      a.expert_ids = Tensor::meta(DType::i32, {moe_align_max_blocks(nv, l.align_experts, tile.block_m) + l.spare});
+      a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
+    }
+    return a;
+  }
+
+  static bool naive_for(const ModelConfig& c, std::int64_t t) {
+    return c.ep_size == 1 && fused_moe_naive(t, c.num_experts_per_tok, c.num_physical_experts());
+  }
+
+  static Args draw(Draw& d, const ModelConfig& c) {
+    const std::vector<Nvfp4Moe::Gemm> gemms = Nvfp4Moe::config_gemms(c);
+    const Nvfp4Moe::Gemm& g = gemms[d.pick("gemm", gemms.size())];
+    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, token_marks(c));
+    Layout l;
+    if (naive_for(c, t)) {
+      l.naive = true;
+      l.ids = d.dtype("ids_dtype", c.index_dtypes);
+    } else {
+      // Under EP moe_align sorts the global ids through the rank's map or the local ids.
+      l.align_experts =
+          c.ep_size > 1 && d.flag("global_ids_through_map") ? c.num_physical_experts() : c.num_local_experts();
+      l.spare = d.flag("spare_capacity") ? d.integer("spare", 1, 64) : 0;
+    }
+    // Views of the engine's per-token buffers: any element alignment of a, c, the W2 weights and
+    // the naive ids (a micro-batch at an odd token offset).
+    Args a = serving_args(c, g, t, 0, l, c.moe_expert_bias);
+    a.a = Tensor::meta(a.a.dtype(), {a.a.size(0), a.a.size(1)}, d.align("a", a.a.dtype()));
+    a.c = Tensor::meta(a.c.dtype(), {a.c.size(0), a.c.size(1)}, d.align("c", a.c.dtype()));
+    if (a.topk_weights)
+      a.topk_weights = Tensor::meta(DType::f32, {t, c.num_experts_per_tok}, d.align("topk_weights", DType::f32));
+    if (l.naive) a.expert_ids = Tensor::meta(l.ids, {t, c.num_experts_per_tok}, d.align("expert_ids", l.ids));
+    return a;
+  }
+
+  // The two grouped GEMMs of a batch's MoE layer on the nvfp4 backend (W13 over the hidden states,
+  // W2 over the activations); the naive layout for tiny batches (each index dtype routing
+  // produces), else moe_align's layout (under EP: global ids through the rank's map and local ids).
+  static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
+    const ModelConfig& c = ctx.config;
+    const ServingBatch& b = ctx.batch;
+    const std::int64_t t = b.rows(), off = b.token_offset;
+    std::vector<std::pair<std::string, Layout>> layouts;
+    if (naive_for(c, t)) {
+      for (DType ids : c.index_dtypes) layouts.push_back({str_cat("naive, ", ids_label(ids)), {true, ids, 0, 0}});
+    } else if (c.ep_size > 1) {
+      layouts.push_back(
+          {str_cat("sorted, EP map of rank ", b.ep_rank), {false, DType::i32, c.num_physical_experts(), 0}});
+      layouts.push_back({"sorted, local ids", {false, DType::i32, c.num_local_experts(), 0}});
+    } else {
+      layouts.push_back({"sorted", {false, DType::i32, c.num_local_experts(), 0}});
+    }
+    std::vector<Variant<Args>> out;
+    for (const Nvfp4Moe::Gemm& g : Nvfp4Moe::config_gemms(c)) {
+      const std::string gemm = str_cat(g.mul_routed_weight ? "W2 " : "W13 ", dtype_name(g.dtype), " nvfp4");
+      for (const auto& [name, l] : layouts)
+        out.push_back({str_cat(gemm, ", ", name), serving_args(c, g, t, off, l, c.moe_expert_bias)});
+    }
+    return out;
+  }
+};
+
+}  // namespace warmkey::spaces
