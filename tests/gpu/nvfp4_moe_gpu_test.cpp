@@ -10,8 +10,7 @@
 
 #include "equivalence/oracles/nvfp4_moe.h"
 #include "spaces/nvfp4_moe.h"
-#include "tests/support/device.h"
-#include "tests/support/numeric.h"
+#include "tests/support/gpu_cases.h"
 #include "warmup/error.h"
 
 namespace warmkey {
@@ -96,19 +95,6 @@ std::vector<Nvfp4MoeCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Nvfp4MoeCase>& info) {
-  std::string s = str_cat(info.index, "_", info.param.label());
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  static auto rt = make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
 class Nvfp4MoeGpu : public ::testing::TestWithParam<Nvfp4MoeCase> {};
 
 TEST_P(Nvfp4MoeGpu, matchesTheReference) {
@@ -117,7 +103,7 @@ TEST_P(Nvfp4MoeGpu, matchesTheReference) {
   EXPECT_TRUE(outputs_match(c, run_nvfp4_moe(c, gpu_runtime())));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Nvfp4MoeGpu, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, Nvfp4MoeGpu, ::testing::ValuesIn(all_cases()), gpu_case_name<Nvfp4MoeCase>);
 
 TEST(Nvfp4MoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
