@@ -207,7 +207,9 @@ struct Tile {
   // synchronous), consume(stage_ptr, kt) uses a staged k-tile. Every thread calls it.
   template <class Load, class Consume>
   static __device__ __forceinline__ void pipeline(char* smem, int k_tiles, Load&& load, Consume&& consume) {
-#pragma unroll
+    // The prologue stays a loop: runs once per block, and unrolled it put STAGES - 1 more copies
+    // of `load` into every key's code (compile time only; docs/PERFORMANCE.md).
+#pragma unroll 1
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < k_tiles) load(smem + s * kStageBytes, s);
       cp_async_commit();
