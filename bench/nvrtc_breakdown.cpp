@@ -6,11 +6,15 @@
 //
 //   nvrtc_breakdown [--config dsv4-flash] [--kernel K] [--batch N] [--trace DIR]
 //                   [--dump DIR] [--set "opt1 opt2"]... [--repeat R]
-//   nvrtc_breakdown --schedule J [--old-policy] [--batch N] [--set "..."]
+//   nvrtc_breakdown --schedule J [--old-policy] [--batch N] [--set "..."] [--share]
 //
 // --schedule J compiles the programs a warmup with J jobs makes (warmup/schedule.h; with
 // --old-policy, the first policy's: 16 keys a program, kernel by kernel), one after another, and
 // prints each program's CPU seconds and the start-to-finish time of that list on J idle workers.
+//
+// --share turns on identical-code folding (warmup/compiler.h; never used by a warmup: it changes the
+// SASS). The "shared" column counts keys whose entry another key of the program provides. --dump
+// also writes <file>.names: each key's lowered name in that cubin.
 //
 // Each --set is one whole option list (arch and -I are added), measured in turn; "default" (the
 // default) is the runtime's own (CompileTarget's options). Measure cold: no driver is loaded here, but on a GPU host
@@ -61,6 +65,7 @@ struct Args {
   std::string dump_dir;            // writes each program's cubin there (<kernel>_<set>_<program>.cubin)
   std::vector<int> schedule_jobs;  // --schedule J: the programs warmup/schedule.h makes for J jobs
   bool old_policy = false;         // --old-policy: the programs of the first policy (16 per kernel)
+  bool share = false;              // --share: identical-code folding (warmup/compiler.h; off in warmups)
   std::vector<std::string> sets;
 };
 
@@ -86,6 +91,8 @@ Args parse(int argc, char** argv) {
       a.schedule_jobs.push_back(std::stoi(value()));
     else if (s == "--old-policy")
       a.old_policy = true;
+    else if (s == "--share")
+      a.share = true;
     else if (s == "--dump")
       a.dump_dir = value();
     else if (s == "--set")
@@ -143,6 +150,7 @@ int run_schedule(const Args& a, const Plan& plan, int jobs) {
   std::vector<double> costs;
   double total = 0;
   NvrtcCompiler compiler(target);
+  compiler.set_share_identical_code(a.share);
   for (std::size_t p = 0; p < programs.size(); ++p) {
     std::vector<JitKey> part;
     for (std::size_t i : programs[p]) part.push_back(keys[i]);
@@ -156,6 +164,7 @@ int run_schedule(const Args& a, const Plan& plan, int jobs) {
     total += cpu;
     std::printf("%5zu %-22s %5zu %9.3f %9.3f\n", p, def.name.c_str(), part.size(), cpu, wall);
   }
+  std::printf("keys sharing another key's code: %lld\n", static_cast<long long>(compiler.shared_instantiations()));
   std::printf("total CPU %.2f s; on %d idle workers in this order: %.2f s (ideal %.2f s)\n", total, jobs,
               list_makespan(costs, jobs), total / std::max(1, jobs));
   return 0;
@@ -190,7 +199,8 @@ int run(const Args& a) {
                   return o;
                 }()
                     .c_str());
-    std::printf("%-22s %5s %5s %9s %9s %9s %10s\n", "kernel", "prog", "keys", "wall_s", "cpu_s", "ms/key", "cubin_KiB");
+    std::printf("%-22s %5s %5s %9s %9s %9s %10s %6s\n", "kernel", "prog", "keys", "wall_s", "cpu_s", "ms/key",
+                "cubin_KiB", "shared");
     double total_wall = 0, total_cpu = 0;
     std::size_t total_keys = 0;
     for (const auto& [name, entry] : by_kernel) {
@@ -199,8 +209,9 @@ int run(const Args& a) {
       for (const BoundKey& b : bounds) keys.push_back(make_jit_key(b, target));
       std::size_t per = a.batch > 0 ? static_cast<std::size_t>(a.batch) : keys.size();
       double best_wall = 1e30, best_cpu = 1e30;
-      std::size_t cubin_bytes = 0, programs = 0;
+      std::size_t cubin_bytes = 0, programs = 0, shared_keys = 0;
       for (int r = 0; r < a.repeat; ++r) {
+        shared_keys = 0;
         double kernel_wall = 0, kernel_cpu = 0;
         cubin_bytes = 0;
         programs = 0;
@@ -213,6 +224,7 @@ int run(const Args& a) {
               k.options.push_back(str_cat("-fdevice-time-trace=", a.trace_dir, "/", name, "_", programs, ".json"));
           }
           NvrtcCompiler compiler(target);
+          compiler.set_share_identical_code(a.share);
           const double c0 = cpu_seconds();
           const auto w0 = std::chrono::steady_clock::now();
           std::vector<CompiledKernel> out;
@@ -233,9 +245,16 @@ int run(const Args& a) {
               std::fwrite(out[0].cubin->data(), 1, out[0].cubin->size(), f);
               std::fclose(f);
             }
+            // Each key's entry in that cubin: "<lowered name> <key signature>" per line.
+            if (FILE* f = std::fopen((file + ".names").c_str(), "w")) {
+              for (const CompiledKernel& c : out)
+                std::fprintf(f, "%s %s\n", c.lowered_name.c_str(), c.key.signature_text().c_str());
+              std::fclose(f);
+            }
           }
           kernel_wall += wall;
           kernel_cpu += cpu;
+          shared_keys += static_cast<std::size_t>(compiler.shared_instantiations());
           cubin_bytes += out[0].cubin->size();
           if (a.repeat == 1 && per < keys.size())
             std::printf("  %-20s %5zu %5zu %9.3f %9.3f %9.1f %10.1f  %s\n", name.c_str(), programs, part.size(), wall,
@@ -247,8 +266,9 @@ int run(const Args& a) {
         best_wall = std::min(best_wall, kernel_wall);
         best_cpu = std::min(best_cpu, kernel_cpu);
       }
-      std::printf("%-22s %5zu %5zu %9.3f %9.3f %9.1f %10.1f\n", name.c_str(), programs, keys.size(), best_wall,
-                  best_cpu, 1e3 * best_cpu / static_cast<double>(keys.size()), static_cast<double>(cubin_bytes) / 1024);
+      std::printf("%-22s %5zu %5zu %9.3f %9.3f %9.1f %10.1f %6zu\n", name.c_str(), programs, keys.size(), best_wall,
+                  best_cpu, 1e3 * best_cpu / static_cast<double>(keys.size()), static_cast<double>(cubin_bytes) / 1024,
+                  shared_keys);
       total_wall += best_wall;
       total_cpu += best_cpu;
       total_keys += keys.size();

@@ -8,8 +8,10 @@
 #   e.g. bench/warmup_cold.sh build/release/bin/warmkey dsv4-flash 2 4 8 16
 #
 # Environment: REPEAT (default 3), WARMKEY_WARMUP_FLAGS (extra flags, e.g. "--batch 16"),
-# NVRTC_BREAKDOWN (path of bench/nvrtc_breakdown: also prints its per-kernel table and the
-# one-by-one cost of the programs the largest job count makes, with their ideal finish time).
+# NVRTC_BREAKDOWN (path of bench/nvrtc_breakdown: also prints its per-kernel table, the same with
+# identical-code folding (--share: what it would save; warmups do not use it), and the one-by-one
+# cost of the programs the largest job count makes, with their ideal finish time).
+# On a machine without a GPU the warmup compiles for sm_90 (warmup/arch.h); WARMKEY_ARCH overrides.
 set -euo pipefail
 
 warmkey=${1:?usage: warmup_cold.sh WARMKEY [CONFIG] [JOBS...]}
@@ -63,10 +65,14 @@ if [ -n "${NVRTC_BREAKDOWN:-}" ]; then
   echo
   echo "# per kernel, one program per kernel, one thread (nvrtc_breakdown)"
   CUDA_CACHE_DISABLE=1 CUDA_CACHE_PATH="$work/bd" "$NVRTC_BREAKDOWN" --config "$config"
+  echo
+  echo "# the same with identical-code folding (nvrtc_breakdown --share; not used by warmups)"
+  CUDA_CACHE_DISABLE=1 CUDA_CACHE_PATH="$work/bd" "$NVRTC_BREAKDOWN" --config "$config" --share
   # The programs of the largest job count, each compiled alone: when idle workers taking them in
   # order would finish. A measured wall time far above it means the threads slow each other.
   last=${jobs_list[${#jobs_list[@]}-1]}
   echo
   echo "# programs of a warmup with $last jobs, compiled one by one (nvrtc_breakdown --schedule $last)"
   CUDA_CACHE_DISABLE=1 CUDA_CACHE_PATH="$work/bd" "$NVRTC_BREAKDOWN" --config "$config" --schedule "$last"
+  echo "# load after the breakdown: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi

@@ -40,11 +40,48 @@ class NvrtcCompiler {
 
   std::int64_t programs_compiled() const { return programs_.load(); }
   std::int64_t instantiations_compiled() const { return instantiations_.load(); }
+  // Keys whose machine code was not made by ptxas because another key of the same program has
+  // the identical PTX entry (they share its function in the cubin; see share_identical_code).
+  std::int64_t shared_instantiations() const { return shared_.load(); }
+
+  // Identical-code folding, OFF by default and used by no runtime path (bench/nvrtc_breakdown
+  // --share measures it): a program of several keys is compiled by NVRTC to PTX only, keys whose
+  // PTX entry (with everything it references) is identical up to the key's own name share one
+  // entry, and the rest goes through ptxas once, by nvJitLink (loaded at run time; NVRTC's own
+  // cubin when it is missing or of another version, when an option outside a known list is set,
+  // or for a program of one key). nvJitLink compiles PTX as relocatable code (`ptxas -c`), whose
+  // SASS differs from NVRTC's whole-program cubin: before a warmup could use it, it needs GPU
+  // validation (results and speed) and a key field of its own (docs/PERFORMANCE.md, "Cold warmup
+  // on 2 cores").
+  void set_share_identical_code(bool on) { share_ = on; }
+  bool share_identical_code() const { return share_; }
+  // Whether nvJitLink of NVRTC's version could be loaded.
+  static bool ptx_linker_available();
 
  private:
+  std::vector<CompiledKernel> compile_shared(const KernelDef& def, const std::vector<JitKey>& keys,
+                                             const std::vector<std::string>& header_names,
+                                             const std::vector<std::string>& header_texts) const;
+
   CompileTarget target_;
+  bool share_ = false;
   mutable std::atomic<std::int64_t> programs_{0};
   mutable std::atomic<std::int64_t> instantiations_{0};
+  mutable std::atomic<std::int64_t> shared_{0};
 };
+
+// The PTX of a program of several instantiations with identical entries folded. `owners` are the
+// names that tell instantiations apart (each key's Spec struct, "k_<16 hex>"): a top-level PTX
+// item (an entry, a function, a variable) belongs to the one owner whose name it contains. Two
+// owners are identical when the items they own are equal text once their names are masked and
+// each reference to a debug string ($L__info_stringN) is replaced by that string, masked. Each
+// owner maps to the first identical one (`rep`); only the items of representatives are kept.
+// `ok` is false (and nothing is folded) when an item names two owners or an owner owns nothing.
+struct PtxFold {
+  bool ok = false;
+  std::string ptx;
+  std::vector<std::size_t> rep;
+};
+PtxFold fold_identical_ptx(const std::string& ptx, const std::vector<std::string>& owners);
 
 }  // namespace warmkey

@@ -1,17 +1,34 @@
-// Warmup scheduling: program sizes from the key and job counts, longest first.
+// Warmup scheduling: program sizes balanced by estimated cost over the jobs, longest first.
 #include "warmup/schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <string_view>
 
 #include "warmup/source_set.h"
 
 namespace warmkey {
 namespace {
 
-// A program's fixed cost, in the units of estimated_key_cost (bytes of a kernel's own header):
-// about one small kernel's key (measured: ~35 ms against 40-60 ms per key of the small kernels).
-constexpr double kProgramCost = 2000;
+// A program's fixed cost (NVRTC set-up, the CUDA headers), ms of CPU (docs/PERFORMANCE.md).
+constexpr double kProgramCost = 35;
+
+// CPU ms per key of the kernels measured cold (bench/nvrtc_breakdown --config dsv4-flash, one
+// program per kernel, NVRTC 13.0, 2-core CPU machine, 2026-11-30; docs/PERFORMANCE.md "Cold warmup
+// on 2 cores"). Only the ratios matter: they order and size the programs.
+struct Measured {
+  std::string_view kernel;
+  double ms_per_key;
+};
+constexpr Measured kMeasured[] = {
+    {"count_expert_tokens", 51}, {"dsv4_topk", 91},   {"fused_moe", 237},
+    {"moe_align", 215},          {"moe_mul_sum", 59}, {"swiglu_limit", 37},
+};
+
+// Kernels not measured: ms per byte of their own device header (a small kernel's ~2 KB header is
+// about one fixed program cost).
+constexpr double kMsPerHeaderByte = kProgramCost / 2000;
 
 }  // namespace
 
@@ -23,13 +40,14 @@ std::size_t auto_batch(std::size_t keys, int jobs) {
 }
 
 double estimated_key_cost(const KernelDef& def) {
+  for (const Measured& m : kMeasured)
+    if (m.kernel == def.name) return m.ms_per_key;
   if (def.sources == nullptr || !def.sources->contains(def.header)) return kProgramCost;
-  return static_cast<double>(def.sources->text(def.header).size());
+  return kMsPerHeaderByte * static_cast<double>(def.sources->text(def.header).size());
 }
 
 std::vector<std::vector<std::size_t>> schedule_programs(const std::vector<const KernelDef*>& kernels, int jobs,
                                                         std::size_t batch) {
-  std::size_t keys = 0;
   std::vector<const KernelDef*> order;  // kernels in first-seen order (stable output)
   std::map<const KernelDef*, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < kernels.size(); ++i) {
@@ -37,9 +55,19 @@ std::vector<std::vector<std::size_t>> schedule_programs(const std::vector<const 
     auto& g = groups[kernels[i]];
     if (g.empty()) order.push_back(kernels[i]);
     g.push_back(i);
-    ++keys;
   }
-  const std::size_t per = batch > 0 ? batch : auto_batch(keys, jobs);
+  // Automatic: as many programs as auto_batch makes (ceil(keys / auto_batch)), but each of about
+  // the same estimated cost, total / that count: cheap kernels share few programs and dear ones
+  // spread over many (at most kMaxBatch keys a program; one job: the fewest programs). More
+  // programs than that cost more fixed CPU than they save in balance (16 jobs: measured).
+  double total = 0;
+  std::size_t keys = 0;
+  for (const KernelDef* def : order) {
+    total += static_cast<double>(groups[def].size()) * estimated_key_cost(*def);
+    keys += groups[def].size();
+  }
+  const std::size_t per = auto_batch(keys, jobs);
+  const double target = jobs <= 1 || keys == 0 ? 0.0 : total / static_cast<double>((keys + per - 1) / per);
 
   struct Program {
     std::vector<std::size_t> keys;
@@ -48,10 +76,18 @@ std::vector<std::vector<std::size_t>> schedule_programs(const std::vector<const 
   std::vector<Program> programs;
   for (const KernelDef* def : order) {
     const std::vector<std::size_t>& g = groups[def];
-    const std::size_t count = (g.size() + per - 1) / per;
+    const double key_cost = estimated_key_cost(*def);
+    std::size_t count = 0;
+    if (batch > 0) {
+      count = (g.size() + batch - 1) / batch;
+    } else {
+      count = (g.size() + kMaxBatch - 1) / kMaxBatch;
+      if (target > 0)
+        count = std::max(count, static_cast<std::size_t>(std::ceil(static_cast<double>(g.size()) * key_cost / target)));
+      count = std::min(count, g.size());
+    }
     const std::size_t first = programs.size();
     for (std::size_t p = 0; p < count; ++p) programs.push_back(Program{{}, kProgramCost});
-    const double key_cost = estimated_key_cost(*def);
     for (std::size_t i = 0; i < g.size(); ++i) {
       Program& p = programs[first + i % count];
       p.keys.push_back(g[i]);

@@ -219,7 +219,9 @@ struct Tile {
   // The pipeline over stages of StageBytes bytes each (a caller that stages its own layout).
   template <int StageBytes, class Load, class Consume>
   static __device__ __forceinline__ void pipeline_bytes(char* smem, int k_tiles, Load&& load, Consume&& consume) {
-#pragma unroll
+    // The prologue stays a loop: runs once per block, and unrolled it put STAGES - 1 more copies
+    // of `load` into every key's code (compile time only; docs/PERFORMANCE.md).
+#pragma unroll 1
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < k_tiles) load(smem + s * StageBytes, s);
       cp_async_commit();
