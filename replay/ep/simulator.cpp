@@ -81,59 +81,79 @@ std::vector<RankInput> make_inputs(const ModelConfig& config, const std::vector<
   return out;
 }
 
+std::vector<DispatchMessage> rank_dispatch(const ModelConfig& config, const Placement& p, const RankInput& in) {
+  const std::int64_t k = config.num_experts_per_tok;
+  return plan_dispatch(p, in, route(p, in, k), k);
+}
+
+std::vector<RowMatrixXf> rank_experts(const ModelConfig& config, const Placement& p, const ExpertWeights& w,
+                                      std::int64_t rank, const std::vector<DispatchMessage>& inbox,
+                                      std::int64_t n_alloc, RankTrace* trace) {
+  const std::int64_t k = config.num_experts_per_tok, h = config.hidden_size;
+  RankTrace local;
+  RankTrace& t = trace ? *trace : local;
+  t.recv = receive_dispatch(inbox, n_alloc, h, k);
+  t.launches = rank_launches(config, p, rank, n_alloc);
+  t.global_ids = t.recv.recv_topk_idx;
+  reference::deepep_globalize(t.global_ids, k, t.recv.num_recv, p.first_expert(rank), p.physical);
+  t.counts = local_expert_counts(t.global_ids, p, rank);
+  const std::int64_t m = ep_scatter_out_rows(n_alloc, k, p.local);
+  t.layout = reference::ep_scatter(t.recv.recv_x, h, t.recv.recv_scale, t.recv.scale_cols, true, t.global_ids, k,
+                                   t.counts, p.first_expert(rank), m, kEpScatterAlignM);
+  // The grouped GEMMs read the MN-major packed scales; back to row-major for the dequantisation.
+  std::vector<std::uint32_t> row_scale(static_cast<std::size_t>(m * t.recv.scale_cols));
+  for (std::int64_t g = 0; g < t.recv.scale_cols; ++g)
+    for (std::int64_t row = 0; row < m; ++row)
+      row_scale[static_cast<std::size_t>(row * t.recv.scale_cols + g)] =
+          t.layout.output_scale[static_cast<std::size_t>(g * m + row)];
+  const RowMatrixXf a = dequantize_rows(t.layout.output, row_scale, m, h);
+  IndexVector logical(m);
+  for (std::int64_t row = 0; row < m; ++row) {
+    const std::int32_t e = t.layout.m_indices[static_cast<std::size_t>(row)];
+    logical(row) = e >= 0 ? p.p2l[static_cast<std::size_t>(p.first_expert(rank) + e)] : -1;
+  }
+  const RowMatrixXf y = expert_mlp(w, a, logical, config.swiglu_limit);
+  IndexVector index(n_alloc * k);
+  for (std::int64_t i = 0; i < index.size(); ++i) index(i) = t.layout.output_index[static_cast<std::size_t>(i)];
+  RowMatrixXf partial(n_alloc, h);
+  reference::ep_gather(y, t.global_ids, t.recv.recv_weights, index, partial, DType::f32);
+  return split_combine(partial, t.recv.recv_prefix);
+}
+
+RowMatrixXf rank_combine(const ModelConfig& config, const std::vector<DispatchMessage>& sent,
+                         const std::vector<RowMatrixXf>& replies, std::int64_t tokens) {
+  return combine(sent, replies, tokens, config.hidden_size);
+}
+
 Simulation simulate(const ModelConfig& config, const Placement& p, const ExpertWeights& w,
                     const std::vector<RankInput>& in) {
-  const std::int64_t ranks = p.ranks, k = config.num_experts_per_tok, h = config.hidden_size;
-  check_input(static_cast<std::int64_t>(in.size()) == ranks, "ep", "ranks", "inputs for ", in.size(), " ranks, the placement has ", ranks);
+  const std::int64_t ranks = p.ranks;
+  check_input(static_cast<std::int64_t>(in.size()) == ranks, "ep", "ranks", "inputs for ", in.size(),
+              " ranks, the placement has ", ranks);
   std::int64_t max_rows = 0;
   for (const RankInput& r : in) max_rows = std::max<std::int64_t>(max_rows, r.x.rows());
   Simulation s;
   s.n_alloc = recv_rows(max_rows, ranks);
   s.ranks.resize(static_cast<std::size_t>(ranks));
+  const auto at = [](auto& v, std::int64_t i) -> auto& { return v[static_cast<std::size_t>(i)]; };
   // Dispatch: every rank routes and packs; the all-to-all hands message [src][dst] to dst.
   std::vector<std::vector<DispatchMessage>> sent(static_cast<std::size_t>(ranks));
   for (std::int64_t r = 0; r < ranks; ++r) {
-    const IndexVector phys = route(p, in[static_cast<std::size_t>(r)], k);
-    sent[static_cast<std::size_t>(r)] = plan_dispatch(p, in[static_cast<std::size_t>(r)], phys, k);
-    for (const DispatchMessage& m : sent[static_cast<std::size_t>(r)])
-      s.ranks[static_cast<std::size_t>(r)].tokens_to_rank.push_back(static_cast<std::int64_t>(m.tokens.size()));
+    at(sent, r) = rank_dispatch(config, p, at(in, r));
+    for (const DispatchMessage& m : at(sent, r))
+      at(s.ranks, r).tokens_to_rank.push_back(static_cast<std::int64_t>(m.tokens.size()));
   }
-  // Each rank: globalize, scatter, experts, gather; the combine all-to-all returns the partial rows.
-  std::vector<std::vector<RowMatrixXf>> back(static_cast<std::size_t>(ranks));  // [dst][src]
+  // Each rank between the all-to-alls; the combine all-to-all returns back[dst][src] to src.
+  std::vector<std::vector<RowMatrixXf>> back(static_cast<std::size_t>(ranks));
   for (std::int64_t d = 0; d < ranks; ++d) {
-    RankTrace& t = s.ranks[static_cast<std::size_t>(d)];
     std::vector<DispatchMessage> inbox;
-    for (std::int64_t src = 0; src < ranks; ++src) inbox.push_back(sent[static_cast<std::size_t>(src)][static_cast<std::size_t>(d)]);
-    t.recv = receive_dispatch(inbox, s.n_alloc, h, k);
-    t.launches = rank_launches(config, p, d, s.n_alloc);
-    t.global_ids = t.recv.recv_topk_idx;
-    reference::deepep_globalize(t.global_ids, k, t.recv.num_recv, p.first_expert(d), p.physical);
-    t.counts = local_expert_counts(t.global_ids, p, d);
-    const std::int64_t m = ep_scatter_out_rows(s.n_alloc, k, p.local);
-    t.layout = reference::ep_scatter(t.recv.recv_x, h, t.recv.recv_scale, t.recv.scale_cols, true, t.global_ids, k,
-                                     t.counts, p.first_expert(d), m, kEpScatterAlignM);
-    // The grouped GEMMs read the MN-major packed scales; back to row-major for the dequantisation.
-    std::vector<std::uint32_t> row_scale(static_cast<std::size_t>(m * t.recv.scale_cols));
-    for (std::int64_t g = 0; g < t.recv.scale_cols; ++g)
-      for (std::int64_t row = 0; row < m; ++row)
-        row_scale[static_cast<std::size_t>(row * t.recv.scale_cols + g)] = t.layout.output_scale[static_cast<std::size_t>(g * m + row)];
-    const RowMatrixXf a = dequantize_rows(t.layout.output, row_scale, m, h);
-    IndexVector logical(m);
-    for (std::int64_t row = 0; row < m; ++row) {
-      const std::int32_t e = t.layout.m_indices[static_cast<std::size_t>(row)];
-      logical(row) = e >= 0 ? p.p2l[static_cast<std::size_t>(p.first_expert(d) + e)] : -1;
-    }
-    const RowMatrixXf y = expert_mlp(w, a, logical, config.swiglu_limit);
-    IndexVector index(s.n_alloc * k);
-    for (std::int64_t i = 0; i < index.size(); ++i) index(i) = t.layout.output_index[static_cast<std::size_t>(i)];
-    RowMatrixXf partial(s.n_alloc, h);
-    reference::ep_gather(y, t.global_ids, t.recv.recv_weights, index, partial, DType::f32);
-    back[static_cast<std::size_t>(d)] = split_combine(partial, t.recv.recv_prefix);
+    for (std::int64_t src = 0; src < ranks; ++src) inbox.push_back(at(at(sent, src), d));
+    at(back, d) = rank_experts(config, p, w, d, inbox, s.n_alloc, &at(s.ranks, d));
   }
   for (std::int64_t r = 0; r < ranks; ++r) {
     std::vector<RowMatrixXf> replies;
-    for (std::int64_t d = 0; d < ranks; ++d) replies.push_back(back[static_cast<std::size_t>(d)][static_cast<std::size_t>(r)]);
-    s.out.push_back(combine(sent[static_cast<std::size_t>(r)], replies, in[static_cast<std::size_t>(r)].x.rows(), h));
+    for (std::int64_t d = 0; d < ranks; ++d) replies.push_back(at(at(back, d), r));
+    s.out.push_back(rank_combine(config, at(sent, r), replies, at(in, r).x.rows()));
   }
   return s;
 }

@@ -49,6 +49,19 @@ struct Simulation {
   std::vector<RankTrace> ranks;
   std::int64_t n_alloc = 0;
 };
+// The three per-rank phases of a step, between the all-to-alls. The simulator runs them for every
+// rank in one process; the multi-process runner (launcher.h) runs one rank's per process.
+// Dispatch send: route and pack the rank's tokens, one message per destination rank.
+std::vector<DispatchMessage> rank_dispatch(const ModelConfig& config, const Placement& p, const RankInput& in);
+// Between the all-to-alls: the received messages (one per source rank) through globalize,
+// scatter, the expert GEMMs and gather; the partial rows to return to each source rank.
+std::vector<reference::RowMatrixXf> rank_experts(const ModelConfig& config, const Placement& p, const ExpertWeights& w,
+                                                 std::int64_t rank, const std::vector<DispatchMessage>& inbox,
+                                                 std::int64_t n_alloc, RankTrace* trace);
+// Combine receive: the rank's output rows from the replies of every rank (one per destination).
+reference::RowMatrixXf rank_combine(const ModelConfig& config, const std::vector<DispatchMessage>& sent,
+                                    const std::vector<reference::RowMatrixXf>& replies, std::int64_t tokens);
+
 // One layer step on every rank. config.ep_size is the rank count.
 Simulation simulate(const ModelConfig& config, const Placement& p, const ExpertWeights& w,
                     const std::vector<RankInput>& in);
