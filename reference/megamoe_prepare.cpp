@@ -27,8 +27,8 @@ void megamoe_prepare(const Eigen::Ref<const RowMatrixXf>& x, const Eigen::Ref<co
                      Eigen::Ref<IndexVector> ids_out, Eigen::Ref<RowMatrixXf> weights_out) {
   const Eigen::Index t_rows = x.rows(), h = x.cols(), k = weights.cols();
   if (h % 128 != 0 || q_bits.rows() != t_rows || q_bits.cols() != h || scale.rows() != t_rows ||
-      scale.cols() != h / 128 || ids.size() != t_rows * k || ids_out.size() != t_rows * k ||
-      weights.rows() != t_rows || weights_out.rows() != t_rows || weights_out.cols() != k)
+      scale.cols() != h / 128 || ids.size() != t_rows * k || ids_out.size() != t_rows * k || weights.rows() != t_rows ||
+      weights_out.rows() != t_rows || weights_out.cols() != k)
     throw Error(str_cat("reference megamoe_prepare: inconsistent shapes: x ", t_rows, "x", h, ", weights ",
                         weights.rows(), "x", k, ", scale ", scale.rows(), "x", scale.cols()));
   for (Eigen::Index t = 0; t < t_rows; ++t) {
@@ -39,7 +39,8 @@ void megamoe_prepare(const Eigen::Ref<const RowMatrixXf>& x, const Eigen::Ref<co
         for (int i = 0; i < 32; ++i) v[i] = x(t, b * 128 + g * 32 + i);
         const int e = megamoe_group_exponent(v, 32);
         packed |= static_cast<std::uint32_t>(e) << (8 * g);
-        for (int i = 0; i < 32; ++i) q_bits(t, b * 128 + g * 32 + i) = float_to_f8e4m3_bits(std::ldexp(v[i], 127 - e), true);
+        for (int i = 0; i < 32; ++i)
+          q_bits(t, b * 128 + g * 32 + i) = float_to_f8e4m3_bits(std::ldexp(v[i], 127 - e), true);
       }
       scale(t, b) = static_cast<std::int32_t>(packed);
     }

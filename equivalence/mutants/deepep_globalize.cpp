@@ -17,7 +17,8 @@ class FloorDivisionRows : public Base {
   Args warmup_inputs(const CompileKey& k) const override {
     Args a = real().warmup_inputs(k);
     const std::int64_t top_k = k.get_int("top_k");
-    a.recv_topk_idx = Tensor::meta(DType::i64, {k.get_int("numel") / top_k, top_k}, a.recv_topk_idx.meta().align_offset);
+    a.recv_topk_idx =
+        Tensor::meta(DType::i64, {k.get_int("numel") / top_k, top_k}, a.recv_topk_idx.meta().align_offset);
     return a;
   }
 };

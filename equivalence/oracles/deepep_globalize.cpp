@@ -37,8 +37,9 @@ NumericCase DeepepGlobalizeOracle::make_case(const Args& a, const ModelConfig& c
       v = a.num_experts - a.rank_expert_offset + rng.uniform_int(0, 3);  // g past the expert range
     idx.set_int(o, v);
   }
-  c.label = str_cat("N=", n, " K=", k, " num_recv=", num_recv, " ranks=", ranks, a.recv_topk_idx.aligned16() ? " aligned" : " misaligned",
-                    " offset=", a.rank_expert_offset, " experts=", a.num_experts);
+  c.label = str_cat("N=", n, " K=", k, " num_recv=", num_recv, " ranks=", ranks,
+                    a.recv_topk_idx.aligned16() ? " aligned" : " misaligned", " offset=", a.rank_expert_offset,
+                    " experts=", a.num_experts);
   c.inputs.push_back(idx);
   c.inputs.push_back(std::move(prefix));
   c.scalars["rank_expert_offset"] = a.rank_expert_offset;

@@ -25,8 +25,9 @@ NumericCase EpGatherOracle::make_case(const Args& a, const ModelConfig&, std::ui
   NumericCase c;
   c.kernel = "ep_gather";
   c.seed = seed;
-  c.label = str_cat("N=", n, " K=", k, " M=", m, " H=", h, " ", dtype_name(a.input.dtype()), "->",
-                    dtype_name(a.output.dtype()), a.input.aligned16() && a.output.aligned16() ? " aligned" : " misaligned");
+  c.label =
+      str_cat("N=", n, " K=", k, " M=", m, " H=", h, " ", dtype_name(a.input.dtype()), "->",
+              dtype_name(a.output.dtype()), a.input.aligned16() && a.output.aligned16() ? " aligned" : " misaligned");
   HostTensor in = HostTensor::zeros("input", a.input.dtype(), {m, h}, a.input.meta().align_offset);
   fill_uniform(rng, in, -4, 4);
   HostTensor ids = HostTensor::zeros("recv_topk_ids", DType::i64, {n, k});

@@ -12,8 +12,8 @@
 namespace warmkey {
 namespace {
 
-constexpr const char* kOutputs[] = {"expert_start", "expert_counter", "output", "output_scale", "m_indices",
-                                    "output_index"};
+constexpr const char* kOutputs[] = {"expert_start", "expert_counter", "output",
+                                    "output_scale", "m_indices",      "output_index"};
 
 HostTensor& named(std::vector<HostTensor>& v, std::string_view name) {
   for (HostTensor& t : v) {
@@ -91,9 +91,10 @@ void EpScatterOracle::compute_reference(NumericCase& c) const {
   reference::IndexVector topk(topk_t.numel());
   for (std::int64_t i = 0; i < topk_t.numel(); ++i) topk(i) = topk_t.get_int(i);
   std::vector<std::int32_t> counts(static_cast<std::size_t>(counts_t.numel()));
-  for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = static_cast<std::int32_t>(counts_t.get_int(static_cast<std::int64_t>(i)));
-  const reference::EpScatterResult r =
-      reference::ep_scatter(x.bytes, h, words, sc, packed, topk, k, counts, c.scalars.at("first_expert"), m, kEpScatterAlignM);
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    counts[i] = static_cast<std::int32_t>(counts_t.get_int(static_cast<std::int64_t>(i)));
+  const reference::EpScatterResult r = reference::ep_scatter(x.bytes, h, words, sc, packed, topk, k, counts,
+                                                             c.scalars.at("first_expert"), m, kEpScatterAlignM);
   auto put_ints = [&](const char* name, const std::vector<std::int32_t>& v) {
     HostTensor& t = c.expected_output(name);
     for (std::size_t i = 0; i < v.size(); ++i) t.set_int(static_cast<std::int64_t>(i), v[i]);

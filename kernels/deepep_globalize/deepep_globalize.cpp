@@ -20,7 +20,9 @@ constexpr std::int64_t kMaxRanks = 1024;
 constexpr std::int64_t kRowSearch = 32;
 
 // Rows the receive buffer may have under c: every rank sends all of its tokens.
-std::int64_t max_recv_rows(const ModelConfig& c) { return c.max_num_batched_tokens * std::max<std::int64_t>(c.ep_size, 1); }
+std::int64_t max_recv_rows(const ModelConfig& c) {
+  return c.max_num_batched_tokens * std::max<std::int64_t>(c.ep_size, 1);
+}
 
 }  // namespace
 
@@ -36,14 +38,14 @@ const KernelDef& DeepepGlobalize::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{std::string(kName),
-                             "deepep_globalize/deepep_globalize.cuh",
-                             "deepep_globalize_kernel",
-                             {{"TOP_K"}, {"BLOCK"}},
-                             {out("recv_topk_idx"), in("recv_prefix", kNoSpec), integer("numel"),
-                              integer("num_prefix", kNoSpec), integer("rank_expert_offset", kNoSpec),
-                              integer("num_experts", kNoSpec)},
-                             &kernel_sources()};
+  static const KernelDef def{
+      std::string(kName),
+      "deepep_globalize/deepep_globalize.cuh",
+      "deepep_globalize_kernel",
+      {{"TOP_K"}, {"BLOCK"}},
+      {out("recv_topk_idx"), in("recv_prefix", kNoSpec), integer("numel"), integer("num_prefix", kNoSpec),
+       integer("rank_expert_offset", kNoSpec), integer("num_experts", kNoSpec)},
+      &kernel_sources()};
   return def;
 }
 
@@ -89,7 +91,8 @@ DeepepGlobalizeArgs DeepepGlobalize::warmup_inputs(const CompileKey& key) const 
   const std::int64_t want = key.get_int("numel");
   // A positive row count of the wanted class, never rep / K (0 rows when K > rep).
   const std::int64_t n = deepep_globalize_rows_for(want, k, kMaxNumel / std::max<std::int64_t>(k, 1));
-  if (n == 0) fail_input(kName, "numel", "no positive row count N has N * ", k, " in the class of ", want, " (", key, ")");
+  if (n == 0)
+    fail_input(kName, "numel", "no positive row count N has N * ", k, " in the class of ", want, " (", key, ")");
   Args a;
   a.recv_topk_idx = Tensor::meta(DType::i64, {n, k}, key.get_bool("idx_aligned") ? 0 : 8);
   a.recv_prefix = Tensor::meta(DType::i32, {2});

@@ -10,10 +10,10 @@
 namespace warmkey {
 
 struct DeepepGlobalizeArgs {
-  Tensor recv_topk_idx;  // [N, K] i64, contiguous, in place: N rows allocated for the worst case
-                         // (every rank sends every token); rows >= num_recv hold garbage
-  Tensor recv_prefix;    // [R] i32: inclusive prefix sum of the rows received from each source rank;
-                         // its last entry is num_recv, read on the device (the host never knows it)
+  Tensor recv_topk_idx;                 // [N, K] i64, contiguous, in place: N rows allocated for the worst case
+                                        // (every rank sends every token); rows >= num_recv hold garbage
+  Tensor recv_prefix;                   // [R] i32: inclusive prefix sum of the rows received from each source rank;
+                                        // its last entry is num_recv, read on the device (the host never knows it)
   std::int64_t rank_expert_offset = 0;  // this rank's first physical expert (rank * E_local)
   std::int64_t num_experts = 1;         // physical experts (the global id bound)
 };

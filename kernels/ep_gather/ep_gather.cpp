@@ -24,14 +24,14 @@ const KernelDef& EpGather::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{std::string(kName),
-                             "ep_gather/ep_gather.cuh",
-                             "ep_gather_kernel",
-                             {{"TOP_K"}, {"BLOCK"}},
-                             {in("input"), in("recv_topk_ids", kNoSpec), in("recv_topk_weight", kNoSpec),
-                              in("input_index", kNoSpec), out("output"), integer("num_rows"), integer("hidden"),
-                              integer("num_input_rows", kNoSpec)},
-                             &kernel_sources()};
+  static const KernelDef def{
+      std::string(kName),
+      "ep_gather/ep_gather.cuh",
+      "ep_gather_kernel",
+      {{"TOP_K"}, {"BLOCK"}},
+      {in("input"), in("recv_topk_ids", kNoSpec), in("recv_topk_weight", kNoSpec), in("input_index", kNoSpec),
+       out("output"), integer("num_rows"), integer("hidden"), integer("num_input_rows", kNoSpec)},
+      &kernel_sources()};
   return def;
 }
 

@@ -81,7 +81,8 @@ void EpScatter::validate(const Args& a) const {
   const std::int64_t sc = ep_scatter_scale_cols(h, packed);
   checks::dense(kName, "recv_x_scale", a.recv_x_scale, 2);
   checks::dim_is(kName, "recv_x_scale", a.recv_x_scale, 0, n, "N from recv_x");
-  checks::dim_is(kName, "recv_x_scale", a.recv_x_scale, 1, sc, packed ? "ceil(H / 512) packed from recv_x" : "H / 128 from recv_x");
+  checks::dim_is(kName, "recv_x_scale", a.recv_x_scale, 1, sc,
+                 packed ? "ceil(H / 512) packed from recv_x" : "H / 128 from recv_x");
   checks::dtype_in(kName, "recv_topk", a.recv_topk, {DType::i64});
   checks::dense(kName, "recv_topk", a.recv_topk, 2);
   checks::dim_is(kName, "recv_topk", a.recv_topk, 0, n, "N from recv_x");
@@ -116,8 +117,8 @@ void EpScatter::validate(const Args& a) const {
   checks::dense(kName, "output_index", a.output_index, 2);
   checks::dim_is(kName, "output_index", a.output_index, 0, n, "N from recv_x");
   checks::dim_is(kName, "output_index", a.output_index, 1, k, "K from recv_topk");
-  check_input(a.first_expert >= 0 && a.first_expert <= std::numeric_limits<std::int32_t>::max(), kName,
-              "first_expert", a.first_expert, " is not in [0, 2^31 - 1]");
+  check_input(a.first_expert >= 0 && a.first_expert <= std::numeric_limits<std::int32_t>::max(), kName, "first_expert",
+              a.first_expert, " is not in [0, 2^31 - 1]");
 }
 
 CompileKey EpScatter::dispatch(const Args& a) const {

@@ -11,19 +11,19 @@
 namespace warmkey {
 
 struct EpScatterArgs {
-  Tensor recv_x;        // [N, H] f8e4m3, contiguous: received token rows
-  Tensor recv_x_scale;  // [N, H / 128] f32 (one scale per 128 columns) or, packed, [N, ceil(H / 512)]
-                        // i32 (four UE8M0 exponents per int, block 4i + g in byte g), contiguous
-  Tensor recv_topk;     // [N, K] i64, contiguous: global expert ids (deepep_globalize's output)
+  Tensor recv_x;                      // [N, H] f8e4m3, contiguous: received token rows
+  Tensor recv_x_scale;                // [N, H / 128] f32 (one scale per 128 columns) or, packed, [N, ceil(H / 512)]
+                                      // i32 (four UE8M0 exponents per int, block 4i + g in byte g), contiguous
+  Tensor recv_topk;                   // [N, K] i64, contiguous: global expert ids (deepep_globalize's output)
   Tensor num_recv_tokens_per_expert;  // [E_local] i32: cnt[e], the valid slots of local expert e
   Tensor expert_start;                // [E_local] i32, out: aligned exclusive prefix sum of cnt
   Tensor expert_counter;              // [E_local] i32, workspace: zero on entry, cnt on exit
   Tensor output;                      // [M, H] f8e4m3, contiguous, out: expert-contiguous rows
-  Tensor output_scale;   // out: f32 [M, H / 128] row-major, or packed i32 [ceil(H / 512), M] (MN-major:
-                         // row m's packed scales are a column, as the grouped GEMM's TMA reads them)
-  Tensor m_indices;      // [M] i32, out: the expert of each row, -1 on padding
-  Tensor output_index;   // [N, K] i32, out: the row each slot was copied to, -1 for skipped slots
-  std::int64_t first_expert = 0;  // this rank's first global expert: local e = id - first_expert
+  Tensor output_scale;                // out: f32 [M, H / 128] row-major, or packed i32 [ceil(H / 512), M] (MN-major:
+                                      // row m's packed scales are a column, as the grouped GEMM's TMA reads them)
+  Tensor m_indices;                   // [M] i32, out: the expert of each row, -1 on padding
+  Tensor output_index;                // [N, K] i32, out: the row each slot was copied to, -1 for skipped slots
+  std::int64_t first_expert = 0;      // this rank's first global expert: local e = id - first_expert
 };
 
 // CompileKey fields, in order:

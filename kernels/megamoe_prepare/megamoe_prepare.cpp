@@ -24,14 +24,14 @@ const KernelDef& MegamoePrepare::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{std::string(kName),
-                             "megamoe_prepare/megamoe_prepare.cuh",
-                             "megamoe_prepare_kernel",
-                             {{"HIDDEN"}, {"TOP_K"}},
-                             {in("x"), in("topk_ids", kNoSpec), in("topk_weights", kNoSpec), out("x_fp8", kNoSpec),
-                              out("x_scale", kNoSpec), out("ids_out", kNoSpec), out("weights_out", kNoSpec),
-                              integer("num_rows"), integer("num_tokens", kNoSpec)},
-                             &kernel_sources()};
+  static const KernelDef def{
+      std::string(kName),
+      "megamoe_prepare/megamoe_prepare.cuh",
+      "megamoe_prepare_kernel",
+      {{"HIDDEN"}, {"TOP_K"}},
+      {in("x"), in("topk_ids", kNoSpec), in("topk_weights", kNoSpec), out("x_fp8", kNoSpec), out("x_scale", kNoSpec),
+       out("ids_out", kNoSpec), out("weights_out", kNoSpec), integer("num_rows"), integer("num_tokens", kNoSpec)},
+      &kernel_sources()};
   return def;
 }
 

@@ -11,14 +11,14 @@
 namespace warmkey {
 
 struct MegamoePrepareArgs {
-  Tensor x;             // [T, H] bf16 | f16 | f32, contiguous, H % 128 == 0: the layer's input
-  Tensor topk_ids;      // [T, K] i64, contiguous: router ids
-  Tensor topk_weights;  // [T, K] f32, contiguous: routed weights
-  Tensor x_fp8;         // [T, H] f8e4m3, contiguous: out
-  Tensor x_scale;       // [T, H / 128] i32, contiguous: out, byte g of entry b is the UE8M0 exponent
-                        // of columns [128 b + 32 g, 128 b + 32 g + 32)
-  Tensor ids_out;       // [T, K] i64, contiguous: out, -1 on padded rows
-  Tensor weights_out;   // [T, K] f32, contiguous: out, 0 on padded rows
+  Tensor x;                     // [T, H] bf16 | f16 | f32, contiguous, H % 128 == 0: the layer's input
+  Tensor topk_ids;              // [T, K] i64, contiguous: router ids
+  Tensor topk_weights;          // [T, K] f32, contiguous: routed weights
+  Tensor x_fp8;                 // [T, H] f8e4m3, contiguous: out
+  Tensor x_scale;               // [T, H / 128] i32, contiguous: out, byte g of entry b is the UE8M0 exponent
+                                // of columns [128 b + 32 g, 128 b + 32 g + 32)
+  Tensor ids_out;               // [T, K] i64, contiguous: out, -1 on padded rows
+  Tensor weights_out;           // [T, K] f32, contiguous: out, 0 on padded rows
   std::int64_t num_tokens = 0;  // real rows; rows in [num_tokens, T) are padding (CUDA graphs)
 };
 

@@ -169,7 +169,8 @@ RowMatrixXf unpack_matrix(const Bytes& b) {
 
 class RankProcess {
  public:
-  RankProcess(const LaunchOptions& o, int rank, int fd) : o_(o), rank_(rank), fd_(fd), ranks_(static_cast<int>(o.config.ep_size)) {}
+  RankProcess(const LaunchOptions& o, int rank, int fd)
+      : o_(o), rank_(rank), fd_(fd), ranks_(static_cast<int>(o.config.ep_size)) {}
 
   int run() {
     try {
@@ -317,7 +318,8 @@ class RankProcess {
       Simulation one;
       one.ranks.push_back(std::move(trace));
       std::vector<std::string> bad = check_launch_keys(c, one);
-      for (std::string& line : bad) line = str_cat("rank ", rank_, " step ", step, ": ", line.substr(line.find(':') + 2));
+      for (std::string& line : bad)
+        line = str_cat("rank ", rank_, " step ", step, ": ", line.substr(line.find(':') + 2));
       summary_.launches += 3;
       hook("result");
       Writer r;
@@ -357,7 +359,8 @@ class RankProcess {
       wo.progress = ProgressMode::off;
       wo.jobs = 1;  // ranks already run side by side
       const WarmupSummary s = run_warmup(plan, rt, wo);
-      if (s.failed) throw CompileError(str_cat("rank ", rank_, ": warmup failed for ", s.failed, " keys: ", s.failures.front()));
+      if (s.failed)
+        throw CompileError(str_cat("rank ", rank_, ": warmup failed for ", s.failed, " keys: ", s.failures.front()));
       summary_.warm_keys += static_cast<std::int64_t>(s.keys);
       summary_.compiled += static_cast<std::int64_t>(s.compiled);
       summary_.disk_hits += static_cast<std::int64_t>(s.disk_hits);
@@ -375,7 +378,8 @@ class RankProcess {
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return str_cat("exited with status ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return str_cat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  if (WIFSIGNALED(status))
+    return str_cat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
   return "stopped";
 }
 
@@ -390,7 +394,8 @@ class Parent {
   std::vector<std::vector<Frame>> collect(std::uint32_t type, const std::vector<int>& per_rank) {
     const std::size_t n = fds_.size();
     std::vector<std::vector<Frame>> got(n);
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
     auto missing = [&] {
       std::vector<std::size_t> m;
       for (std::size_t r = 0; r < n; ++r)
@@ -422,9 +427,12 @@ class Parent {
         const std::size_t r = who_fd[i];
         std::optional<Frame> f = recv_frame(fds_[r]);
         if (!f) throw Error(str_cat("rank ", r, " ", reap(r), " during the ", kPhaseNames[type], " phase"));
-        if (f->type == kError) throw Error(Reader{f->payload}.text());
+        if (f->type == kError)
+          throw Error(
+              str_cat("rank ", r, " failed during the ", kPhaseNames[type], " phase: ", Reader{f->payload}.text()));
         if (f->type != type || static_cast<int>(got[r].size()) >= per_rank[r])
-          throw Error(str_cat("rank ", r, " sent a ", kPhaseNames[f->type], " frame during the ", kPhaseNames[type], " phase"));
+          throw Error(
+              str_cat("rank ", r, " sent a ", kPhaseNames[f->type], " frame during the ", kPhaseNames[type], " phase"));
         got[r].push_back(std::move(*f));
       }
     }
@@ -442,7 +450,8 @@ class Parent {
       int status = 0;
       waitpid(pids_[r], &status, 0);
       alive_[r] = false;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error(str_cat("rank ", r, " ", describe_status(status), " at the end"));
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        throw Error(str_cat("rank ", r, " ", describe_status(status), " at the end"));
     }
   }
 
@@ -481,9 +490,9 @@ class Parent {
 std::string LaunchReport::text() const {
   std::string s = str_cat("warmkey ep: ", ranks.size(), " ranks, ", steps, " steps, ", seconds, " s\n");
   for (const RankSummary& r : ranks)
-    s += str_cat("  rank ", r.rank, ": id ", r.id_digest, ", warmup ", r.warm_keys, " keys (", r.compiled, " compiled, ",
-                 r.disk_hits, " disk hits, ", r.warm_seconds, " s), sent ", r.sent_rows, " rows, received ", r.recv_rows,
-                 ", ", r.launches, " EP launches checked\n");
+    s += str_cat("  rank ", r.rank, ": id ", r.id_digest, ", warmup ", r.warm_keys, " keys (", r.compiled,
+                 " compiled, ", r.disk_hits, " disk hits, ", r.warm_seconds, " s), sent ", r.sent_rows,
+                 " rows, received ", r.recv_rows, ", ", r.launches, " EP launches checked\n");
   for (const std::string& p : problems) s += str_cat("  problem: ", p, "\n");
   if (!error.empty()) s += str_cat("  error: ", error, "\n");
   s += ok ? "result: OK, the distributed layer matches the reference layer on every rank\n" : "result: FAILED\n";
@@ -496,8 +505,8 @@ LaunchReport run_ranks(const LaunchOptions& o) {
   const int ranks = static_cast<int>(c.ep_size);
   check_input(ranks >= 1, "ep", "ranks", ranks, " must be at least 1");
   for (std::int64_t t : o.tokens)
-    check_input(t >= 0 && t <= c.max_num_batched_tokens, "ep", "tokens", t, " is not in [0, max_num_batched_tokens = ",
-                c.max_num_batched_tokens, "]");
+    check_input(t >= 0 && t <= c.max_num_batched_tokens, "ep", "tokens", t,
+                " is not in [0, max_num_batched_tokens = ", c.max_num_batched_tokens, "]");
   check_input(o.timeout_s > 0, "ep", "timeout", o.timeout_s, " must be positive");
   const auto t0 = Clock::now();
   LaunchReport report;
@@ -505,7 +514,8 @@ LaunchReport run_ranks(const LaunchOptions& o) {
   std::vector<int> fds;
   for (int r = 0; r < ranks; ++r) {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) throw Error(str_cat("ep: socketpair: ", std::strerror(errno)));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      throw Error(str_cat("ep: socketpair: ", std::strerror(errno)));
     const pid_t pid = fork();
     if (pid < 0) throw Error(str_cat("ep: fork: ", std::strerror(errno)));
     if (pid == 0) {
@@ -524,7 +534,8 @@ LaunchReport run_ranks(const LaunchOptions& o) {
     fds.push_back(sv[0]);
   }
   // SIGPIPE would kill the parent when a dead rank's socket is written to: an error instead.
-  struct sigaction ignore{}, old{};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &old);
   Parent parent(std::move(pids), std::move(fds), o.timeout_s);

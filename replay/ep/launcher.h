@@ -26,7 +26,7 @@ namespace warmkey::ep {
 enum class Transport { socket, nccl };
 
 struct LaunchOptions {
-  ModelConfig config;  // config.ep_size is the rank count
+  ModelConfig config;                       // config.ep_size is the rank count
   std::vector<std::int64_t> tokens = {16};  // tokens per rank of each step (one step per entry)
   std::uint64_t seed = 1;
   double timeout_s = 120;  // per phase

@@ -62,7 +62,8 @@ Nccl::~Nccl() {
 }
 
 void Nccl::check(int result, const char* what) const {
-  if (result != 0) throw DeviceError(str_cat("NCCL ", what, " failed: ", api_->error_string(result), " (", result, ")"));
+  if (result != 0)
+    throw DeviceError(str_cat("NCCL ", what, " failed: ", api_->error_string(result), " (", result, ")"));
 }
 
 int Nccl::version() const {

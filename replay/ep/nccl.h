@@ -19,8 +19,8 @@ class Nccl {
   static std::unique_ptr<Nccl> load(std::string* why);
   ~Nccl();
 
-  int version() const;                 // NCCL_VERSION_CODE of the loaded library (22809 = 2.28.9)
-  NcclUniqueId unique_id() const;      // rank 0 creates it; every rank needs the same bytes
+  int version() const;             // NCCL_VERSION_CODE of the loaded library (22809 = 2.28.9)
+  NcclUniqueId unique_id() const;  // rank 0 creates it; every rank needs the same bytes
   // Joins the communicator of `ranks` ranks on the calling process's current CUDA device.
   void init(const NcclUniqueId& id, int ranks, int rank);
   // An all-to-all of bytes: send[d] goes to rank d, recv[s] (sized by the caller) comes from s,

@@ -120,7 +120,8 @@ std::vector<DispatchMessage> plan_dispatch(const Placement& p, const RankInput& 
     DispatchMessage& m = out[static_cast<std::size_t>(d)];
     for (std::int64_t t = 0; t < t_rows; ++t) {
       bool any = false;
-      for (std::int64_t j = 0; j < top_k; ++j) any = any || (phys(t * top_k + j) >= 0 && p.rank_of(phys(t * top_k + j)) == d);
+      for (std::int64_t j = 0; j < top_k; ++j)
+        any = any || (phys(t * top_k + j) >= 0 && p.rank_of(phys(t * top_k + j)) == d);
       if (!any) continue;
       const std::size_t at = m.payload.size();
       m.tokens.push_back(t);
@@ -167,7 +168,8 @@ RecvBuffers receive_dispatch(const std::vector<DispatchMessage>& from_rank, std:
       std::memcpy(b.recv_scale.data() + row * b.scale_cols, m.payload.data() + at + hidden,
                   static_cast<std::size_t>(b.scale_cols * 4));
       std::size_t o = at + static_cast<std::size_t>(hidden + b.scale_cols * 4);
-      for (std::int64_t j = 0; j < top_k; ++j, o += 8) b.recv_topk_idx(row * top_k + j) = get<std::int64_t>(m.payload, o);
+      for (std::int64_t j = 0; j < top_k; ++j, o += 8)
+        b.recv_topk_idx(row * top_k + j) = get<std::int64_t>(m.payload, o);
       for (std::int64_t j = 0; j < top_k; ++j, o += 4) b.recv_weights(row, j) = get<float>(m.payload, o);
     }
   }
@@ -196,14 +198,17 @@ std::vector<reference::RowMatrixXf> split_combine(const reference::RowMatrixXf& 
   return out;
 }
 
-reference::RowMatrixXf combine(const std::vector<DispatchMessage>& sent, const std::vector<reference::RowMatrixXf>& back,
-                               std::int64_t tokens, std::int64_t hidden) {
-  check_input(sent.size() == back.size(), kEp, "combine", "got ", back.size(), " replies to ", sent.size(), " messages");
+reference::RowMatrixXf combine(const std::vector<DispatchMessage>& sent,
+                               const std::vector<reference::RowMatrixXf>& back, std::int64_t tokens,
+                               std::int64_t hidden) {
+  check_input(sent.size() == back.size(), kEp, "combine", "got ", back.size(), " replies to ", sent.size(),
+              " messages");
   reference::RowMatrixXf out = reference::RowMatrixXf::Zero(tokens, hidden);
   for (std::size_t d = 0; d < sent.size(); ++d) {
     check_input(back[d].rows() == static_cast<Eigen::Index>(sent[d].tokens.size()), kEp, "combine", "rank ", d,
                 " returned ", back[d].rows(), " rows for ", sent[d].tokens.size(), " sent");
-    for (std::size_t i = 0; i < sent[d].tokens.size(); ++i) out.row(sent[d].tokens[i]) += back[d].row(static_cast<Eigen::Index>(i));
+    for (std::size_t i = 0; i < sent[d].tokens.size(); ++i)
+      out.row(sent[d].tokens[i]) += back[d].row(static_cast<Eigen::Index>(i));
   }
   return out;
 }

@@ -30,8 +30,8 @@ struct Placement {
   std::int64_t ranks = 1;
   std::int64_t logical = 0;
   std::int64_t physical = 0;
-  std::int64_t local = 0;  // physical experts per rank
-  std::int64_t slots = 1;  // columns of l2p (the config's eplb_max_slots)
+  std::int64_t local = 0;                   // physical experts per rank
+  std::int64_t slots = 1;                   // columns of l2p (the config's eplb_max_slots)
   std::vector<std::int64_t> replica_count;  // [logical]
   std::vector<std::int64_t> l2p;            // [logical, slots], -1 past a count
   std::vector<std::int64_t> p2l;            // [physical]
@@ -55,7 +55,7 @@ struct RankInput {
 // x * 2^(127 - e); the exponents packed four blocks per int (block 4i + g in byte g).
 struct QuantRows {
   std::int64_t rows = 0, hidden = 0, scale_cols = 0;
-  Bytes q;                          // [rows, hidden] e4m3 bits
+  Bytes q;                           // [rows, hidden] e4m3 bits
   std::vector<std::uint32_t> scale;  // [rows, scale_cols] packed exponents
 };
 QuantRows quantize_rows(const reference::RowMatrixXf& x);
@@ -76,8 +76,8 @@ struct DispatchMessage {
 };
 std::int64_t row_bytes(std::int64_t hidden, std::int64_t top_k);
 // The dispatch of one rank: one message per destination rank (tokens_per_rank[d] = its rows).
-std::vector<DispatchMessage> plan_dispatch(const Placement& p, const RankInput& in,
-                                           const reference::IndexVector& phys, std::int64_t top_k);
+std::vector<DispatchMessage> plan_dispatch(const Placement& p, const RankInput& in, const reference::IndexVector& phys,
+                                           std::int64_t top_k);
 
 // A rank's receive buffers after the dispatch all-to-all: n_alloc rows allocated for the worst
 // case (every rank sends every token), num_recv of them filled, in source-rank order.
@@ -107,8 +107,9 @@ std::vector<reference::RowMatrixXf> split_combine(const reference::RowMatrixXf& 
                                                   const std::vector<std::int32_t>& recv_prefix);
 // The combine's receive side on a sender: out[t] = sum over destination ranks d in rank order of
 // the partial row d returned for t (tokens in the order plan_dispatch sent them).
-reference::RowMatrixXf combine(const std::vector<DispatchMessage>& sent, const std::vector<reference::RowMatrixXf>& back,
-                               std::int64_t tokens, std::int64_t hidden);
+reference::RowMatrixXf combine(const std::vector<DispatchMessage>& sent,
+                               const std::vector<reference::RowMatrixXf>& back, std::int64_t tokens,
+                               std::int64_t hidden);
 
 // The runtime Args (meta tensors, the engine's buffers' shapes, dtypes and alignment) of the EP
 // kernel launches one rank makes in a step: what the rank's warmup must have covered.

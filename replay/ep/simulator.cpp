@@ -40,8 +40,10 @@ ExpertWeights make_weights(const ModelConfig& config, std::uint64_t seed) {
   w.w13.resize(l * 2 * w.inter, w.hidden);
   w.w2.resize(l * w.hidden, w.inter);
   const double s13 = 1.0 / std::sqrt(static_cast<double>(w.hidden)), s2 = 1.0 / std::sqrt(static_cast<double>(w.inter));
-  for (Eigen::Index i = 0; i < w.w13.size(); ++i) w.w13.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s13, s13) * 2));
-  for (Eigen::Index i = 0; i < w.w2.size(); ++i) w.w2.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s2, s2) * 2));
+  for (Eigen::Index i = 0; i < w.w13.size(); ++i)
+    w.w13.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s13, s13) * 2));
+  for (Eigen::Index i = 0; i < w.w2.size(); ++i)
+    w.w2.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s2, s2) * 2));
   return w;
 }
 
@@ -63,7 +65,8 @@ std::vector<RankInput> make_inputs(const ModelConfig& config, const std::vector<
     const std::int64_t t = tokens_per_rank[r];
     RankInput in;
     in.x.resize(t, h);
-    for (Eigen::Index i = 0; i < in.x.size(); ++i) in.x.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-2, 2)));
+    for (Eigen::Index i = 0; i < in.x.size(); ++i)
+      in.x.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-2, 2)));
     in.ids.resize(t * k);
     in.w.resize(t, k);
     for (std::int64_t tok = 0; tok < t; ++tok) {
@@ -195,7 +198,8 @@ std::vector<std::string> compare_layers(const Simulation& s, const ReferenceLaye
     const RowMatrixXf& got = s.out[rank];
     const RowMatrixXf& want = r.out[rank];
     if (got.rows() != want.rows() || got.cols() != want.cols()) {
-      bad.push_back(str_cat("rank ", rank, ": output ", got.rows(), "x", got.cols(), ", reference ", want.rows(), "x", want.cols()));
+      bad.push_back(str_cat("rank ", rank, ": output ", got.rows(), "x", got.cols(), ", reference ", want.rows(), "x",
+                            want.cols()));
       continue;
     }
     std::int64_t off = 0;
@@ -258,15 +262,18 @@ std::vector<std::string> check_protocol(const Placement& p, const std::vector<Ra
       std::int64_t want = 0;
       for (Eigen::Index t = 0; t < in[src].x.rows(); ++t) {
         bool any = false;
-        for (std::int64_t j = 0; j < top_k; ++j) any = any || p.rank_of(phys(t * top_k + j)) == static_cast<std::int64_t>(d);
+        for (std::int64_t j = 0; j < top_k; ++j)
+          any = any || p.rank_of(phys(t * top_k + j)) == static_cast<std::int64_t>(d);
         want += any;
       }
       if (rows != want) bad.push_back(str_cat("rank ", src, " sent ", rows, " rows to rank ", d, ", expected ", want));
       if (s.ranks[d].recv.recv_prefix.at(src) != (src ? s.ranks[d].recv.recv_prefix.at(src - 1) : 0) + rows)
-        bad.push_back(str_cat("rank ", d, ": receive prefix of source ", src, " is ", s.ranks[d].recv.recv_prefix.at(src)));
+        bad.push_back(
+            str_cat("rank ", d, ": receive prefix of source ", src, " is ", s.ranks[d].recv.recv_prefix.at(src)));
     }
     const RankTrace& t = s.ranks[d];
-    if (t.recv.num_recv != sent) bad.push_back(str_cat("rank ", d, " received ", t.recv.num_recv, " rows, sent ", sent));
+    if (t.recv.num_recv != sent)
+      bad.push_back(str_cat("rank ", d, " received ", t.recv.num_recv, " rows, sent ", sent));
     // Every valid slot is recorded exactly once, in a row of its expert.
     std::set<std::int32_t> rows;
     std::int64_t valid = 0;

@@ -58,7 +58,7 @@ TEST(DeepepGlobalizeContract, warmupBuildsAPositiveRowCountOfEachClass) {
   EXPECT_EQ(deepep_globalize_rows_for(2, 6, 1000), 1);
   EXPECT_EQ(deepep_globalize_rows_for(16, 6, 1000), 8);
   EXPECT_EQ(deepep_globalize_rows_for(1, 1, 1000), 1);
-  EXPECT_EQ(deepep_globalize_rows_for(1, 6, 1000), 0);  // N * 6 is never 1
+  EXPECT_EQ(deepep_globalize_rows_for(1, 6, 1000), 0);   // N * 6 is never 1
   EXPECT_EQ(deepep_globalize_rows_for(2, 16, 1000), 0);  // N * 16 is always a multiple of 16
   const ModelConfig ep = load_config("dsv4-flash-ep2-eplb");
   for (const CompileKey& k : kKernel.warmup_keys(ep)) {
@@ -76,7 +76,8 @@ TEST(DeepepGlobalizeContract, theFloorDivisionMutantIsCaught) {
   const auto mutant = test::planted("deepep_globalize.warmup_floor_division_rows");
   ASSERT_NE(mutant, nullptr);
   const auto& bad = dynamic_cast<const Contract<DeepepGlobalizeArgs>&>(*mutant);
-  const CompileKey other{"deepep_globalize", {{"top_k", std::int64_t{6}}, {"numel", std::int64_t{2}}, {"idx_aligned", true}}};
+  const CompileKey other{"deepep_globalize",
+                         {{"top_k", std::int64_t{6}}, {"numel", std::int64_t{2}}, {"idx_aligned", true}}};
   EXPECT_EQ(bad.warmup_inputs(other).recv_topk_idx.size(0), 0);
   EXPECT_FALSE(test::warmup_findings(*mutant, ep).empty());
   // The real contract warms both classes with launching inputs; the mutant's 0-row input launches

@@ -51,7 +51,8 @@ TEST(EpGatherKey, holdsDtypesAndAlignment) {
   EXPECT_NE(kKernel.bound_key(bf16), kKernel.bound_key(f16));
   EXPECT_NE(kKernel.bound_key(bf16), kKernel.bound_key(misaligned));
   const ModelConfig ep = load_config("dsv4-flash-ep2-eplb");
-  EXPECT_TRUE(test::warms(kKernel, ep, kKernel.bound_key(spaces::EpGatherSpace::make(DType::bf16, 7, 6, 4096, 2048, 0, 2))));
+  EXPECT_TRUE(
+      test::warms(kKernel, ep, kKernel.bound_key(spaces::EpGatherSpace::make(DType::bf16, 7, 6, 4096, 2048, 0, 2))));
   EXPECT_TRUE(test::warmup_findings(kKernel, ep).empty());
 }
 

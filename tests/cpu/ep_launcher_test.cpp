@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "replay/ep/launcher.h"
+#include "replay/ep/nccl.h"
 #include "warmup/error.h"
 #include "warmup/model_config.h"
 
@@ -84,7 +85,8 @@ TEST(EpLauncher, aRankThatHangsTimesOutInsteadOfHanging) {
   const ep::LaunchReport r = ep::run_ranks(o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.error.find("rank 0 did not finish the combine phase within 1 s (timed out"), std::string::npos) << r.text();
+  EXPECT_NE(r.error.find("rank 0 did not finish the combine phase within 1 s (timed out"), std::string::npos)
+      << r.text();
   EXPECT_LT(seconds, 30);  // a generous bound: the point is that it returns
 }
 
@@ -94,6 +96,19 @@ TEST(EpLauncher, badOptionsAreInputErrors) {
   EXPECT_THROW(ep::run_ranks(o), InputError);
   o = options(3);
   EXPECT_THROW(ep::run_ranks(o), InputError);
+}
+
+// NCCL is loaded only when asked for: on a machine without it the loader says why; where the
+// library is present its version is the 2.x ABI the declarations follow.
+TEST(EpNccl, loadsLazilyOrSaysWhy) {
+  std::string why;
+  const std::unique_ptr<ep::Nccl> nccl = ep::Nccl::load(&why);
+  if (!nccl) {
+    EXPECT_NE(why.find("libnccl.so.2"), std::string::npos) << why;
+    GTEST_SKIP() << why;
+  }
+  EXPECT_GE(nccl->version(), 20000);
+  EXPECT_LT(nccl->version(), 30000);
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ TEST(EpSimulator, twoRanksWithEplbMatchTheSingleProcessLayer) {
   EXPECT_EQ(r.placement.local, 10);
   EXPECT_EQ(r.sim.n_alloc, 26);
   EXPECT_TRUE(ep::compare_layers(r.sim, r.ref, 4).empty()) << lines(ep::compare_layers(r.sim, r.ref, 4));
-  EXPECT_TRUE(ep::check_protocol(r.placement, r.in, r.sim, 4).empty()) << lines(ep::check_protocol(r.placement, r.in, r.sim, 4));
+  EXPECT_TRUE(ep::check_protocol(r.placement, r.in, r.sim, 4).empty())
+      << lines(ep::check_protocol(r.placement, r.in, r.sim, 4));
   EXPECT_TRUE(ep::check_launch_keys(r.config, r.sim).empty()) << lines(ep::check_launch_keys(r.config, r.sim));
   // The step did real work on both ranks: tokens crossed ranks and the outputs are not zero.
   EXPECT_GT(r.sim.ranks[0].tokens_to_rank[1], 0);
@@ -119,7 +120,7 @@ RC_GTEST_PROP(EpSimulator, distributedLayerEqualsTheSingleProcessLayer, ()) {
   const std::int64_t redundant = *rc::gen::element<std::int64_t>(0, 4, 8).as("redundant experts");
   const ModelConfig c = ep_config(ranks, redundant);
   const auto tokens = *rc::gen::container<std::vector<std::int64_t>>(static_cast<std::size_t>(ranks),
-                                                                       rc::gen::inRange<std::int64_t>(0, 13))
+                                                                     rc::gen::inRange<std::int64_t>(0, 13))
                            .as("tokens per rank");
   const auto seed = *rc::gen::arbitrary<std::uint32_t>().as("seed");
   const std::int64_t version = *rc::gen::inRange<std::int64_t>(0, 4).as("eplb version");

@@ -72,10 +72,10 @@ void register_ep_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"ep", "all", "none"}))
       ->capture_default_str();
   add_cache_dir_option(sub, &o->cache_dir);
-  sub->add_option("--arch", o->arch, "Architecture to compile for (default: the device's, else $WARMKEY_ARCH, else sm_90)");
+  sub->add_option("--arch", o->arch,
+                  "Architecture to compile for (default: the device's, else $WARMKEY_ARCH, else sm_90)");
   // Test hooks (a rank that dies or hangs in a phase): the run must fail with a clear message.
-  sub->add_option("--fail-rank", o->fail_rank, "Test hook: this rank exits with status 3 at --fail-phase")
-      ->group("");
+  sub->add_option("--fail-rank", o->fail_rank, "Test hook: this rank exits with status 3 at --fail-phase")->group("");
   sub->add_option("--hang-rank", o->hang_rank, "Test hook: this rank stops answering at --fail-phase")->group("");
   sub->add_option("--fail-phase", o->fail_phase, "Test hook: id, warmup, dispatch, combine or result")->group("");
   sub->callback([o, exit_code] { *exit_code = run(*o); });
