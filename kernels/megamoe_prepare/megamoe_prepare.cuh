@@ -50,14 +50,11 @@ __global__ void __launch_bounds__(32)
   int e = static_cast<int>(bits >> 23) + ((bits & 0x7fffffu) != 0 ? 1 : 0);
   e = e < 1 ? 1 : (e > 254 ? 254 : e);
 
+  // Byte stores: x_fp8 is the engine's buffer, not specialised on alignment (an odd address is valid).
   unsigned char* q = reinterpret_cast<unsigned char*>(x_fp8) + t * kHidden + col;
-  unsigned packed_q = 0;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(ldexpf(v[i], 127 - e), __NV_SATFINITE, __NV_E4M3);
-    packed_q |= static_cast<unsigned>(b) << (8 * i);
-  }
-  *reinterpret_cast<unsigned*>(q) = packed_q;  // 4-byte aligned: rows and blocks are multiples of 128 bytes
+  for (int i = 0; i < 4; ++i)
+    q[i] = static_cast<unsigned char>(__nv_cvt_float_to_fp8(ldexpf(v[i], 127 - e), __NV_SATFINITE, __NV_E4M3));
 
   const unsigned e0 = static_cast<unsigned>(__shfl_sync(0xffffffffu, e, 0));
   const unsigned e1 = static_cast<unsigned>(__shfl_sync(0xffffffffu, e, 8));
