@@ -14,6 +14,9 @@
 #include <thread>
 
 #include "equivalence/kernel_table.h"
+#include "equivalence/oracles/deepep_globalize.h"
+#include "equivalence/oracles/ep_gather.h"
+#include "equivalence/oracles/ep_scatter.h"
 #include "replay/ep/nccl.h"
 #include "replay/ep/simulator.h"
 #include "spaces/rng.h"
@@ -314,6 +317,7 @@ class RankProcess {
       std::vector<RowMatrixXf> replies;
       for (const Bytes& b : exchange(kCombine, std::move(back_bytes))) replies.push_back(unpack_matrix(b));
       const RowMatrixXf result = rank_combine(c, sent, replies, mine.x.rows());
+      if (nccl_) device_checks(trace, step);
       // Every EP launch of the step against this rank's warm set.
       Simulation one;
       one.ranks.push_back(std::move(trace));
@@ -333,20 +337,96 @@ class RankProcess {
       r.pod<std::int64_t>(summary_.disk_hits);
       r.pod<double>(summary_.warm_seconds);
       r.text(summary_.id_digest);
+      r.pod<std::int64_t>(summary_.device_checks);
+      r.pod<std::int64_t>(rt_ ? rt_->monitor().counters(Phase::runtime).compiles : 0);
+      r.pod<std::uint64_t>(device_problems_.size());
+      for (const std::string& line : device_problems_) r.text(line);
+      device_problems_.clear();
       if (!send_frame(fd_, {kResult, rank_, -1, std::move(r.b)})) _exit(4);
       expect(kResult);  // the parent has every rank's result: the next step starts together
     }
   }
 
+  // The GPU half of a step (nccl transport): each EP kernel of the step launched on this rank's
+  // device through the JIT runtime (monitor in error mode: a key warmup missed throws instead of
+  // compiling) on the step's real data, and compared with its reference through its oracle (the
+  // same comparison as the GPU tests: exact integers, ep_scatter through the recorded rows).
+  void device_checks(const RankTrace& t, std::size_t step) {
+    const ModelConfig& c = o_.config;
+    if (t.recv.n_alloc == 0 || t.recv.num_recv == 0) return;  // nothing received: nothing to compare
+    const std::int64_t n = t.recv.n_alloc, k = c.num_experts_per_tok, h = c.hidden_size;
+    const auto e = static_cast<std::int64_t>(t.counts.size());
+    const auto m = static_cast<std::int64_t>(t.layout.m_indices.size());
+    auto run = [&](const Oracle& oracle, NumericCase& nc) {
+      nc.seed = step;
+      oracle.compute_reference(nc);
+      const CompareReport rep = compare_outputs(nc, oracle.run_on_device(nc, *rt_));
+      ++summary_.device_checks;
+      if (!rep.ok)
+        device_problems_.push_back(
+            str_cat("rank ", rank_, " step ", step, ": ", nc.kernel, " on the device: ", rep.text()));
+    };
+    NumericCase g;
+    g.kernel = "deepep_globalize";
+    HostTensor idx = HostTensor::zeros("recv_topk_idx", DType::i64, {n, k});
+    for (std::int64_t i = 0; i < n * k; ++i) idx.set_int(i, t.recv.recv_topk_idx(i));
+    const auto ranks = static_cast<std::int64_t>(t.recv.recv_prefix.size());
+    HostTensor prefix = HostTensor::zeros("recv_prefix", DType::i32, {ranks});
+    for (std::int64_t i = 0; i < ranks; ++i) prefix.set_int(i, t.recv.recv_prefix[static_cast<std::size_t>(i)]);
+    g.inputs = {idx, prefix};
+    g.expected = {idx};
+    g.scalars = {{"rank_expert_offset", t.launches.globalize.rank_expert_offset},
+                 {"num_experts", t.launches.globalize.num_experts}};
+    run(DeepepGlobalizeOracle{}, g);
+
+    NumericCase sc;
+    sc.kernel = "ep_scatter";
+    HostTensor x = HostTensor::zeros("recv_x", DType::f8e4m3, {n, h});
+    x.bytes = t.recv.recv_x;
+    HostTensor scale = HostTensor::zeros("recv_x_scale", DType::i32, {n, t.recv.scale_cols});
+    std::memcpy(scale.data(), t.recv.recv_scale.data(), scale.bytes.size());
+    HostTensor topk = HostTensor::zeros("recv_topk", DType::i64, {n, k});
+    for (std::int64_t i = 0; i < n * k; ++i) topk.set_int(i, t.global_ids(i));
+    HostTensor counts = HostTensor::zeros("num_recv_tokens_per_expert", DType::i32, {e});
+    for (std::int64_t i = 0; i < e; ++i) counts.set_int(i, t.counts[static_cast<std::size_t>(i)]);
+    sc.inputs = {x, scale, topk, counts, HostTensor::zeros("expert_counter", DType::i32, {e})};
+    sc.expected = {HostTensor::zeros("expert_start", DType::i32, {e}),
+                   HostTensor::zeros("expert_counter", DType::i32, {e}),
+                   HostTensor::zeros("output", DType::f8e4m3, {m, h}),
+                   HostTensor::zeros("output_scale", DType::i32, {t.recv.scale_cols, m}),
+                   HostTensor::zeros("m_indices", DType::i32, {m}),
+                   HostTensor::zeros("output_index", DType::i32, {n, k})};
+    sc.scalars = {{"first_expert", t.launches.scatter.first_expert}};
+    run(EpScatterOracle{}, sc);
+
+    NumericCase ga;
+    ga.kernel = "ep_gather";
+    HostTensor in = HostTensor::zeros("input", c.act_dtype, {m, h});
+    for (std::int64_t i = 0; i < m * h; ++i) in.set_float(i, t.expert_out.data()[i]);
+    HostTensor w = HostTensor::zeros("recv_topk_weight", DType::f32, {n, k});
+    for (std::int64_t i = 0; i < n * k; ++i) w.set_float(i, t.recv.recv_weights.data()[i]);
+    HostTensor index = HostTensor::zeros("input_index", DType::i32, {n, k});
+    for (std::int64_t i = 0; i < n * k; ++i) index.set_int(i, t.layout.output_index[static_cast<std::size_t>(i)]);
+    topk.name = "recv_topk_ids";
+    ga.inputs = {in, topk, w, index};
+    ga.expected = {HostTensor::zeros("output", c.act_dtype, {n, h})};
+    run(EpGatherOracle{}, ga);
+  }
+
   void warm() {
-    if (o_.warm == LaunchOptions::Warm::none) return;
+    if (o_.warm == LaunchOptions::Warm::none && !nccl_) return;
     const auto t0 = Clock::now();
     RuntimeOptions ro;
     ro.target.arch = o_.arch;
     ro.cache_dir = o_.cache_dir;
     ro.mode = MonitorMode::error;
     ro.compile_only = o_.transport == Transport::socket;  // the socket transport launches nothing
-    JitRuntime rt(ro);
+    rt_ = std::make_unique<JitRuntime>(ro);
+    JitRuntime& rt = *rt_;
+    if (o_.warm == LaunchOptions::Warm::none) {
+      rt.monitor().activate();  // nothing warmed: the device checks' first launch is an error
+      return;
+    }
     const Registry& reg = equivalence::builtin_registry();
     std::vector<std::optional<std::string>> kernels;
     if (o_.warm == LaunchOptions::Warm::all)
@@ -366,12 +446,15 @@ class RankProcess {
       summary_.disk_hits += static_cast<std::int64_t>(s.disk_hits);
     }
     summary_.warm_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    rt.monitor().activate();  // from here on a compile is an error
   }
 
   const LaunchOptions& o_;
   int rank_, fd_, ranks_;
   std::unique_ptr<Nccl> nccl_;
+  std::unique_ptr<JitRuntime> rt_;
   RankSummary summary_;
+  std::vector<std::string> device_problems_;
 };
 
 // ---- the parent -----------------------------------------------------------------------------
@@ -492,7 +575,8 @@ std::string LaunchReport::text() const {
   for (const RankSummary& r : ranks)
     s += str_cat("  rank ", r.rank, ": id ", r.id_digest, ", warmup ", r.warm_keys, " keys (", r.compiled,
                  " compiled, ", r.disk_hits, " disk hits, ", r.warm_seconds, " s), sent ", r.sent_rows,
-                 " rows, received ", r.recv_rows, ", ", r.launches, " EP launches checked\n");
+                 " rows, received ", r.recv_rows, ", ", r.launches, " EP launches checked, ", r.device_checks,
+                 " device checks, ", r.runtime_compiles, " runtime compiles\n");
   for (const std::string& p : problems) s += str_cat("  problem: ", p, "\n");
   if (!error.empty()) s += str_cat("  error: ", error, "\n");
   s += ok ? "result: OK, the distributed layer matches the reference layer on every rank\n" : "result: FAILED\n";
@@ -571,6 +655,12 @@ LaunchReport run_ranks(const LaunchOptions& o) {
         rs.warm_keys = rs.compiled + rs.disk_hits;
         rs.warm_seconds = r.pod<double>();
         rs.id_digest = r.text();
+        rs.device_checks = r.pod<std::int64_t>();
+        rs.runtime_compiles = r.pod<std::int64_t>();
+        const auto device_lines = r.pod<std::uint64_t>();
+        for (std::uint64_t i = 0; i < device_lines; ++i) report.problems.push_back(r.text());
+        if (rs.runtime_compiles != 0)
+          report.problems.push_back(str_cat("rank ", rs.rank, " compiled ", rs.runtime_compiles, " keys at runtime"));
       }
       for (int r = 0; r < ranks; ++r) parent.send(static_cast<std::size_t>(r), {kResult, -1, r, {}});
       const std::vector<RankInput> in =

@@ -9,8 +9,10 @@
 // Transports: `socket` runs the all-to-alls as frames relayed by the parent and the kernel steps
 // as their references (any machine; warmup compiles for --arch without loading). `nccl` loads
 // libnccl.so.2 lazily, joins one communicator and runs the all-to-alls with ncclSend/ncclRecv on
-// device buffers, each rank on the GPU of its rank number; its kernel steps are still the
-// references (the device launches of the EP kernels through the JIT runtime are not written yet).
+// device buffers, each rank on the GPU of its rank number; it also launches each step's
+// deepep_globalize, ep_scatter and ep_gather on the rank's GPU through the JIT runtime (monitor in
+// error mode) on the step's real buffers and checks them with their oracles. The expert GEMMs and
+// the layer output still come from the references in both transports.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,8 @@ struct RankSummary {
   std::int64_t launches = 0;  // EP kernel launches checked against the rank's warm set
   std::int64_t sent_rows = 0, recv_rows = 0;
   double warm_seconds = 0;
+  std::int64_t device_checks = 0;     // nccl transport: EP kernel launches checked against their oracles
+  std::int64_t runtime_compiles = 0;  // after warmup (the monitor is in error mode: must stay 0)
 };
 
 struct LaunchReport {

@@ -115,7 +115,8 @@ std::vector<RowMatrixXf> rank_experts(const ModelConfig& config, const Placement
     const std::int32_t e = t.layout.m_indices[static_cast<std::size_t>(row)];
     logical(row) = e >= 0 ? p.p2l[static_cast<std::size_t>(p.first_expert(rank) + e)] : -1;
   }
-  const RowMatrixXf y = expert_mlp(w, a, logical, config.swiglu_limit);
+  t.expert_out = expert_mlp(w, a, logical, config.swiglu_limit);
+  const RowMatrixXf& y = t.expert_out;
   IndexVector index(n_alloc * k);
   for (std::int64_t i = 0; i < index.size(); ++i) index(i) = t.layout.output_index[static_cast<std::size_t>(i)];
   RowMatrixXf partial(n_alloc, h);

@@ -41,6 +41,7 @@ struct RankTrace {
   reference::IndexVector global_ids;         // after deepep_globalize
   std::vector<std::int32_t> counts;          // per local expert
   reference::EpScatterResult layout;         // ep_scatter
+  reference::RowMatrixXf expert_out;         // the expert GEMMs' rows [M, H] (ep_gather's input)
   RankLaunches launches;                     // the EP kernel launches of the step
 };
 
