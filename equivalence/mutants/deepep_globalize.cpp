@@ -48,7 +48,7 @@ class RankOffsetInKey : public Base {
  private:
   static CompileKey with_offset(const CompileKey& k, std::int64_t offset) {
     std::vector<CompileKey::Field> fields = k.fields();
-    fields.push_back({"rank_expert_offset", offset});
+    fields.emplace_back("rank_expert_offset", offset);
     return CompileKey(k.kernel(), std::move(fields));
   }
 };

@@ -45,7 +45,7 @@ class KeyWithoutScaleFormat : public Base {
     std::vector<CompileKey::Field> fields;
     for (const auto& f : k.fields()) {
       fields.push_back(f);
-      if (f.first == "top_k") fields.push_back({"scale_packed", false});
+      if (f.first == "top_k") fields.emplace_back("scale_packed", false);
     }
     return real().warmup_inputs(CompileKey(k.kernel(), std::move(fields)));
   }
