@@ -28,7 +28,7 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
   // The config is a function of the bytes it was decoded from (zeros past the end): they name it.
   std::string config_id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
   config_id.append(config_bytes - config_id.size(), '\0');
-  const WarmSet& warm = cache.get(*space, k, config, std::move(config_id));
+  const WarmSet& warm = cache.get(*space, k, config, config_id);
   std::vector<Violation> out;
   if (!warm.used()) return warm.warmup_violations();
   // Lazy: warmup findings appear as inputs reach keys; this input answers for the ones it adds.

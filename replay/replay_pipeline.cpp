@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "equivalence/verify.h"
+#include "replay/layer/layer_replay.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
@@ -199,6 +200,17 @@ RunReport run_pipeline(const Registry& registry, const RunOptions& o) {
   ReplayOptions ro_replay = o.replay;
   ro_replay.warmed = std::move(warmed);
   rep.replay = replay_trace(kernels, config, trace, rt, ro_replay);
+  if (o.layers) {  // whole layers per batch, through the same monitored lookups
+    layer::LayerReplay lr = layer::replay_layers(config, trace, rt, &*ro_replay.warmed, o.replay.max_findings);
+    log(str_cat("replay: ", lr.layers, " whole layers, ", lr.stats.launches, " launches, ", lr.stats.runtime_compiles,
+                " runtime compiles"));
+    rep.replay.launches += lr.stats.launches;
+    rep.replay.runtime_compiles += lr.stats.runtime_compiles;
+    rep.replay.unwarmed += lr.stats.unwarmed;
+    rep.replay.errors += lr.stats.errors;
+    rep.replay.kernels.push_back(lr.stats);
+    for (auto& f : lr.findings) rep.replay.findings.push_back(std::move(f));
+  }
   rep.mode = rep.replay.gpu ? "gpu" : "compile-only";
   add_replay(rep);
   rep.seconds = seconds_since(t_run);

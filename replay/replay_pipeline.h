@@ -34,6 +34,8 @@ struct RunOptions {
   int jobs = 0;
   ProgressMode progress = ProgressMode::automatic;
   ReplayOptions replay;
+  // Also replay every batch as whole MoE layers (replay/layer/layer_replay.h): row "moe_layer".
+  bool layers = false;
   const equivalence::Mutant* mutant = nullptr;  // replaces its kernel everywhere (a deliberately broken contract)
   // Receives one line per phase as it starts ("warmup: 5 kernels, 482 keys"); empty: silent.
   std::function<void(const std::string&)> log;

@@ -22,7 +22,6 @@ constexpr std::int64_t kRowBytes = 128;
 constexpr std::int64_t kScaleGroup = 128;
 constexpr std::initializer_list<DType> kOperandDTypes = {DType::bf16, DType::f16, DType::f32, DType::f8e4m3};
 constexpr std::initializer_list<DType> kOutDTypes = {DType::bf16, DType::f16, DType::f32};
-constexpr std::initializer_list<DType> kScaleDTypes = {DType::f32, DType::ue8m0};
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t shared_bytes(const FusedMoeTile& t) { return t.stages * (t.block_m + t.block_n) * kRowBytes; }
@@ -151,22 +150,8 @@ void BatchedMoe::validate(const Args& a) const {
   checks::dim_is(kName, "expert_num_tokens", a.expert_num_tokens, 0, e, "one count per expert");
 
   const bool fp8 = dtype == DType::f8e4m3;
-  check_input(a.a_scale.has_value() == fp8, kName, "a_scale",
-              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
-  check_input(a.b_scale.has_value() == fp8, kName, "b_scale",
-              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
-  if (fp8) {
-    checks::dtype_in(kName, "a_scale", *a.a_scale, kScaleDTypes);
-    checks::dense(kName, "a_scale", *a.a_scale, 3);
-    checks::dim_is(kName, "a_scale", *a.a_scale, 0, e, "E from a");
-    checks::dim_is(kName, "a_scale", *a.a_scale, 1, max_tokens, "max_tokens from a");
-    checks::dim_is(kName, "a_scale", *a.a_scale, 2, k / kScaleGroup, "K / 128");
-    checks::dtype_in(kName, "b_scale", *a.b_scale, {a.a_scale->dtype()});
-    checks::dense(kName, "b_scale", *a.b_scale, 3);
-    checks::dim_is(kName, "b_scale", *a.b_scale, 0, e, "E from b");
-    checks::dim_is(kName, "b_scale", *a.b_scale, 1, ceil_div(n, kScaleGroup), "ceil(N / 128)");
-    checks::dim_is(kName, "b_scale", *a.b_scale, 2, k / kScaleGroup, "K / 128");
-  }
+  const checks::ScaleDim a_lead[] = {{e, "E from a"}, {max_tokens, "max_tokens from a"}};
+  checks::block_scales(kName, a.a_scale, a.b_scale, fp8, a_lead, e, n, k);
   const FusedMoeTile tile = tile_of(a);
   if (const std::string p = fused_moe_tile_problem(tile, dtype); !p.empty()) fail_input(kName, "tile", p);
   check_input(tile.group_m == 1, kName, "tile", "group_m ", tile.group_m, " must be 1 (the grid is per expert)");

@@ -45,4 +45,23 @@ void dense(std::string_view kernel, std::string_view field, const Tensor& t, int
   element_aligned(kernel, field, t);
 }
 
+void block_scales(std::string_view kernel, const std::optional<Tensor>& a_scale, const std::optional<Tensor>& b_scale,
+                  bool fp8, std::span<const ScaleDim> a_lead, std::int64_t e, std::int64_t n, std::int64_t k) {
+  constexpr std::int64_t kGroup = 128;
+  const char* why = fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales";
+  check_input(a_scale.has_value() == fp8, kernel, "a_scale", why);
+  check_input(b_scale.has_value() == fp8, kernel, "b_scale", why);
+  if (!fp8) return;
+  const int a_rank = static_cast<int>(a_lead.size()) + 1;
+  dtype_in(kernel, "a_scale", *a_scale, {DType::f32, DType::ue8m0});
+  dense(kernel, "a_scale", *a_scale, a_rank);
+  for (int d = 0; d + 1 < a_rank; ++d) dim_is(kernel, "a_scale", *a_scale, d, a_lead[d].size, a_lead[d].what);
+  dim_is(kernel, "a_scale", *a_scale, a_rank - 1, k / kGroup, "K / 128");
+  dtype_in(kernel, "b_scale", *b_scale, {a_scale->dtype()});
+  dense(kernel, "b_scale", *b_scale, 3);
+  dim_is(kernel, "b_scale", *b_scale, 0, e, "E from b");
+  dim_is(kernel, "b_scale", *b_scale, 1, (n + kGroup - 1) / kGroup, "ceil(N / 128)");
+  dim_is(kernel, "b_scale", *b_scale, 2, k / kGroup, "K / 128");
+}
+
 }  // namespace warmkey::checks

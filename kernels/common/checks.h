@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
+#include <span>
 #include <string_view>
 
 #include "warmup/error.h"
@@ -27,5 +29,16 @@ void dim_in(std::string_view kernel, std::string_view field, const Tensor& t, in
             std::string_view why);
 // rank, contiguity and element alignment at once: the common case.
 void dense(std::string_view kernel, std::string_view field, const Tensor& t, int ndim);
+
+// A leading dimension of a scale tensor: its expected size and where that comes from ("M from a").
+struct ScaleDim {
+  std::int64_t size;
+  std::string_view what;
+};
+// DeepSeek-style fp8 block scales of a GEMM C = A B^T with B [E, N, K]: present exactly when the
+// operands are fp8; a_scale [a_lead..., K / 128] in f32 or ue8m0, b_scale [E, ceil(N / 128),
+// K / 128] in a_scale's dtype, both dense.
+void block_scales(std::string_view kernel, const std::optional<Tensor>& a_scale, const std::optional<Tensor>& b_scale,
+                  bool fp8, std::span<const ScaleDim> a_lead, std::int64_t e, std::int64_t n, std::int64_t k);
 
 }  // namespace warmkey::checks

@@ -28,7 +28,6 @@ constexpr std::int64_t kScaleGroup = 128;                // fp8 block scales: 12
 constexpr std::int64_t kMaxSharedBytes = 227 * 1024;     // sm_90 opt-in limit per block
 constexpr std::initializer_list<DType> kOperandDTypes = {DType::bf16, DType::f16, DType::f32, DType::f8e4m3};
 constexpr std::initializer_list<DType> kOutDTypes = {DType::bf16, DType::f16, DType::f32};
-constexpr std::initializer_list<DType> kScaleDTypes = {DType::f32, DType::ue8m0};
 constexpr std::initializer_list<DType> kNaiveIdDTypes = {DType::i32, DType::u32, DType::i64};
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -378,21 +377,8 @@ void FusedMoe::validate(const Args& a) const {
 
   // fp8 scales
   const bool fp8 = dtype == DType::f8e4m3;
-  check_input(a.a_scale.has_value() == fp8, kName, "a_scale",
-              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
-  check_input(a.b_scale.has_value() == fp8, kName, "b_scale",
-              fp8 ? "missing: fp8 operands need block scales" : "given, but only fp8 operands take scales");
-  if (fp8) {
-    checks::dtype_in(kName, "a_scale", *a.a_scale, kScaleDTypes);
-    checks::dense(kName, "a_scale", *a.a_scale, 2);
-    checks::dim_is(kName, "a_scale", *a.a_scale, 0, m, "M from a");
-    checks::dim_is(kName, "a_scale", *a.a_scale, 1, k / kScaleGroup, "K / 128");
-    checks::dtype_in(kName, "b_scale", *a.b_scale, {a.a_scale->dtype()});
-    checks::dense(kName, "b_scale", *a.b_scale, 3);
-    checks::dim_is(kName, "b_scale", *a.b_scale, 0, e, "E from b");
-    checks::dim_is(kName, "b_scale", *a.b_scale, 1, ceil_div(n, kScaleGroup), "ceil(N / 128)");
-    checks::dim_is(kName, "b_scale", *a.b_scale, 2, k / kScaleGroup, "K / 128");
-  }
+  const checks::ScaleDim a_lead[] = {{m, "M from a"}};
+  checks::block_scales(kName, a.a_scale, a.b_scale, fp8, a_lead, e, n, k);
 
   if (a.bias) {
     checks::dtype_in(kName, "bias", *a.bias, kOutDTypes);

@@ -395,7 +395,9 @@ TEST(FusedMoeKey, fp8ConfigWarmsScaledKeysAndBf16ConfigDoesNot) {
   EXPECT_GT(count(fp8, "fp8_block"), 0);
   EXPECT_EQ(count(fp8, "none"), 0);
   for (const CompileKey& k : kKernel.warmup_keys(fp8)) {
-    if (k.get_string("quant") == "fp8_block") EXPECT_EQ(k.get_dtype("scale_dtype"), DType::ue8m0);
+    if (k.get_string("quant") == "fp8_block") {
+      EXPECT_EQ(k.get_dtype("scale_dtype"), DType::ue8m0);
+    }
   }
   EXPECT_EQ(count(default_config(), "fp8_block"), 0);
   EXPECT_GT(count(default_config(), "none"), 0);

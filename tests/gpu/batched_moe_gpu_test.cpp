@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "equivalence/oracles/batched_moe.h"
-#include "tests/support/device.h"
+#include "tests/support/gpu_cases.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -51,28 +51,7 @@ std::vector<BatchedMoeCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<BatchedMoeCase>& info) {
-  std::string s = str_cat(info.index, "_", info.param.label());
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  static auto rt = make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
-class BatchedMoeGpu : public ::testing::TestWithParam<BatchedMoeCase> {};
-
-TEST_P(BatchedMoeGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = BatchedMoeOracle::make_case(GetParam());
-  EXPECT_TRUE(outputs_match(c, BatchedMoeOracle{}.run_on_device(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, BatchedMoeGpu, ::testing::ValuesIn(all_cases()), case_name);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(BatchedMoeGpu, BatchedMoeOracle, BatchedMoeCase, all_cases());
 
 TEST(BatchedMoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();

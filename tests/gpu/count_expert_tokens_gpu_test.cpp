@@ -5,7 +5,7 @@
 
 #include "equivalence/oracles/count_expert_tokens.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
-#include "tests/support/device.h"
+#include "tests/support/gpu_cases.h"
 #include "tests/support/numeric.h"
 
 namespace warmkey {
@@ -61,34 +61,14 @@ std::vector<CountExpertTokensCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<CountExpertTokensCase>& info) {
-  std::string s = info.param.label();
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
-class CountExpertTokensGpu : public ::testing::TestWithParam<CountExpertTokensCase> {};
-
-TEST_P(CountExpertTokensGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = CountExpertTokensOracle::make_case(GetParam());
-  EXPECT_TRUE(test::outputs_match(c, CountExpertTokensOracle{}.run_on_device(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, CountExpertTokensGpu, ::testing::ValuesIn(all_cases()), case_name);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(CountExpertTokensGpu, CountExpertTokensOracle, CountExpertTokensCase,
+                                      all_cases());
 
 // Several launches on one workspace (the serving pattern): each one counts right and leaves the
 // workspace zero, for one block and for many.
 TEST(CountExpertTokensGpuWorkspace, launchesReuseOneWorkspaceAndLeaveItZero) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  DeviceTensors ws_dev(gpu_runtime().device());
+  DeviceTensors ws_dev(test::gpu_runtime().device());
   const HostTensor zeros = HostTensor::zeros("workspace", DType::i32, {count_expert_tokens_workspace_size(288)});
   const Tensor workspace = ws_dev.upload(zeros);
   for (std::int64_t t : {65536, 5, 20000, 65536}) {
@@ -98,13 +78,13 @@ TEST(CountExpertTokensGpuWorkspace, launchesReuseOneWorkspaceAndLeaveItZero) {
     p.num_local_experts = 288;
     p.seed = derive_seed(test::test_seed(), static_cast<std::uint64_t>(t));
     const NumericCase c = CountExpertTokensOracle::make_case(p);
-    DeviceTensors dev(gpu_runtime().device());
+    DeviceTensors dev(test::gpu_runtime().device());
     CountExpertTokensArgs a;
     a.topk_ids = dev.upload(c.input("topk_ids"));
     a.counts = dev.poisoned(c.expected_output("counts"));
     a.workspace = workspace;
-    CountExpertTokens{}(a, gpu_runtime());
-    gpu_runtime().device().synchronize();
+    CountExpertTokens{}(a, test::gpu_runtime());
+    test::gpu_runtime().device().synchronize();
     SCOPED_TRACE(c.label);
     EXPECT_TRUE(test::outputs_match(c, {dev.download("counts")}));
     const HostTensor after = ws_dev.download("workspace");

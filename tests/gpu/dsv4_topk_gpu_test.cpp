@@ -6,7 +6,7 @@
 #include <cctype>
 
 #include "equivalence/oracles/dsv4_topk.h"
-#include "tests/support/device.h"
+#include "tests/support/gpu_cases.h"
 #include "tests/support/numeric.h"
 
 namespace warmkey {
@@ -60,28 +60,7 @@ std::vector<Dsv4TopkCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<Dsv4TopkCase>& info) {
-  std::string s = info.param.label();
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
-class Dsv4TopkGpu : public ::testing::TestWithParam<Dsv4TopkCase> {};
-
-TEST_P(Dsv4TopkGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = Dsv4TopkOracle::make_case(GetParam());
-  EXPECT_TRUE(test::outputs_match(c, Dsv4TopkOracle{}.run_on_device(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, Dsv4TopkGpu, ::testing::ValuesIn(all_cases()), case_name);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Dsv4TopkGpu, Dsv4TopkOracle, Dsv4TopkCase, all_cases());
 
 }  // namespace
 }  // namespace warmkey

@@ -6,7 +6,7 @@
 #include <cctype>
 
 #include "equivalence/oracles/eplb_map.h"
-#include "tests/support/device.h"
+#include "tests/support/gpu_cases.h"
 #include "tests/support/numeric.h"
 
 namespace warmkey {
@@ -51,28 +51,7 @@ std::vector<EplbMapCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<EplbMapCase>& info) {
-  std::string s = info.param.label();
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
-class EplbMapGpu : public ::testing::TestWithParam<EplbMapCase> {};
-
-TEST_P(EplbMapGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = EplbMapOracle::make_case(GetParam());
-  EXPECT_TRUE(test::outputs_match(c, EplbMapOracle{}.run_on_device(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, EplbMapGpu, ::testing::ValuesIn(all_cases()), case_name);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(EplbMapGpu, EplbMapOracle, EplbMapCase, all_cases());
 
 }  // namespace
 }  // namespace warmkey

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "equivalence/oracles/fused_moe.h"
-#include "tests/support/device.h"
+#include "tests/support/gpu_cases.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -113,19 +113,6 @@ std::vector<FusedMoeCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<FusedMoeCase>& info) {
-  std::string s = str_cat(info.index, "_", info.param.label());
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  static auto rt = make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
 class FusedMoeGpu : public ::testing::TestWithParam<FusedMoeCase> {};
 
 TEST_P(FusedMoeGpu, matchesTheReference) {
@@ -134,7 +121,7 @@ TEST_P(FusedMoeGpu, matchesTheReference) {
   EXPECT_TRUE(outputs_match(c, run_fused_moe(c, gpu_runtime())));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, FusedMoeGpu, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, FusedMoeGpu, ::testing::ValuesIn(all_cases()), gpu_case_name<FusedMoeCase>);
 
 TEST(FusedMoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();

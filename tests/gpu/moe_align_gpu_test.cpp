@@ -8,7 +8,7 @@
 
 #include "equivalence/oracles/moe_align.h"
 #include "kernels/moe_align/moe_align.h"
-#include "tests/support/device.h"
+#include "tests/support/gpu_cases.h"
 #include "tests/support/numeric.h"
 
 namespace warmkey {
@@ -71,28 +71,7 @@ std::vector<MoeAlignCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<MoeAlignCase>& info) {
-  std::string s = info.param.label();
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
-class MoeAlignGpu : public ::testing::TestWithParam<MoeAlignCase> {};
-
-TEST_P(MoeAlignGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = MoeAlignOracle::make_case(GetParam());
-  EXPECT_TRUE(test::outputs_match(c, MoeAlignOracle{}.run_on_device(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, MoeAlignGpu, ::testing::ValuesIn(all_cases()), case_name);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(MoeAlignGpu, MoeAlignOracle, MoeAlignCase, all_cases());
 
 // The same input twice gives the same bytes (no atomics decide the order).
 TEST(MoeAlignGpuDeterminism, twoRunsAgreeByteForByte) {
@@ -102,8 +81,8 @@ TEST(MoeAlignGpuDeterminism, twoRunsAgreeByteForByte) {
   p.skewed = true;
   p.seed = test::test_seed();
   const NumericCase c = MoeAlignOracle::make_case(p);
-  const std::vector<HostTensor> a = MoeAlignOracle{}.run_on_device(c, gpu_runtime());
-  const std::vector<HostTensor> b = MoeAlignOracle{}.run_on_device(c, gpu_runtime());
+  const std::vector<HostTensor> a = MoeAlignOracle{}.run_on_device(c, test::gpu_runtime());
+  const std::vector<HostTensor> b = MoeAlignOracle{}.run_on_device(c, test::gpu_runtime());
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].bytes, b[i].bytes) << a[i].name;
 }

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "equivalence/oracles/moe_mul_sum.h"
-#include "tests/support/device.h"
+#include "tests/support/gpu_cases.h"
 #include "tests/support/numeric.h"
 
 namespace warmkey {
@@ -51,29 +51,7 @@ std::vector<MoeMulSumCase> all_cases() {
   return cases;
 }
 
-std::string case_name(const ::testing::TestParamInfo<MoeMulSumCase>& info) {
-  std::string s = info.param.label();
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return s;
-}
-
-JitRuntime& gpu_runtime() {
-  // One cache folder for every process of this binary (ctest runs each case in its own).
-  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
-class MoeMulSumGpu : public ::testing::TestWithParam<MoeMulSumCase> {};
-
-TEST_P(MoeMulSumGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = MoeMulSumOracle::make_case(GetParam());
-  EXPECT_TRUE(test::outputs_match(c, MoeMulSumOracle{}.run_on_device(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, MoeMulSumGpu, ::testing::ValuesIn(all_cases()), case_name);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(MoeMulSumGpu, MoeMulSumOracle, MoeMulSumCase, all_cases());
 
 TEST(MoeMulSumGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
@@ -82,8 +60,8 @@ TEST(MoeMulSumGpuRuns, areBitwiseDeterministic) {
   p.ids_dtype = DType::i32;
   p.seed = test::test_seed();
   const NumericCase c = MoeMulSumOracle::make_case(p);
-  const std::vector<HostTensor> first = MoeMulSumOracle{}.run_on_device(c, gpu_runtime());
-  const std::vector<HostTensor> second = MoeMulSumOracle{}.run_on_device(c, gpu_runtime());
+  const std::vector<HostTensor> first = MoeMulSumOracle{}.run_on_device(c, test::gpu_runtime());
+  const std::vector<HostTensor> second = MoeMulSumOracle{}.run_on_device(c, test::gpu_runtime());
   EXPECT_EQ(first.front().bytes, second.front().bytes);
 }
 

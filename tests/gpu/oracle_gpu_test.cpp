@@ -8,8 +8,7 @@
 #include <cctype>
 
 #include "equivalence/kernel_table.h"
-#include "tests/support/device.h"
-#include "tests/support/numeric.h"
+#include "tests/support/gpu_cases.h"
 
 namespace warmkey::equivalence {
 namespace {
@@ -38,12 +37,6 @@ std::string param_name(const ::testing::TestParamInfo<SweepParam>& info) {
   return s;
 }
 
-JitRuntime& gpu_runtime() {
-  // One cache folder for every process of this binary (ctest runs each case in its own).
-  static auto rt = test::make_test_runtime(std::filesystem::temp_directory_path() / "warmkey-gpu-test-cache");
-  return *rt;
-}
-
 class OracleSweepGpu : public ::testing::TestWithParam<SweepParam> {};
 
 TEST_P(OracleSweepGpu, matchesTheReference) {
@@ -56,7 +49,7 @@ TEST_P(OracleSweepGpu, matchesTheReference) {
   for (const CaseDesc& d : cases) {
     SCOPED_TRACE(d.label);
     const NumericCase c = d.make();
-    EXPECT_TRUE(test::outputs_match(c, row.oracle->run_on_device(c, gpu_runtime())));
+    EXPECT_TRUE(test::outputs_match(c, row.oracle->run_on_device(c, test::gpu_runtime())));
   }
 }
 
@@ -68,8 +61,8 @@ TEST_P(OracleSweepGpu, runsAreBitwiseDeterministic) {
   const std::vector<CaseDesc> cases = row.sweep(config, test::test_seed());
   ASSERT_FALSE(cases.empty());
   const NumericCase c = cases[cases.size() / 2].make();
-  const std::vector<HostTensor> first = row.oracle->run_on_device(c, gpu_runtime());
-  const std::vector<HostTensor> second = row.oracle->run_on_device(c, gpu_runtime());
+  const std::vector<HostTensor> first = row.oracle->run_on_device(c, test::gpu_runtime());
+  const std::vector<HostTensor> second = row.oracle->run_on_device(c, test::gpu_runtime());
   ASSERT_EQ(first.size(), second.size());
   for (std::size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i].bytes, second[i].bytes) << first[i].name;
 }

@@ -38,6 +38,7 @@ struct RunCliOptions {
   std::string save_trace;
   std::string mutant;
   bool no_classes = false;
+  bool layers = false;
   bool no_cross_process = false;
 };
 
@@ -68,6 +69,7 @@ int run(const RunCliOptions& o) {
   r.cases = o.cases;
   r.seed = o.seed;
   r.classes = !o.no_classes;
+  r.layers = o.layers;
   if (!o.no_cross_process) r.child_argv = {"/proc/self/exe", "verify"};
   r.cache_dir = cache_dir_option(o.cache_dir);
   if (!o.bundle.empty()) r.bundle = o.bundle;
@@ -127,6 +129,8 @@ void register_run_command(CLI::App& app, int* exit_code) {
   sub->add_option("--mutant", o->mutant,
                   "Run with this seeded mutant in place of its kernel (warmkey verify --list-mutants)");
   sub->add_flag("--no-classes", o->no_classes, "Skip the coverage certificate (exhaustive class enumeration)");
+  sub->add_flag("--layers", o->layers,
+                "Also replay every batch as whole MoE layers (the layer plan of `warmkey layer`)");
   sub->add_flag("--no-cross-process", o->no_cross_process, "Check key determinism in this process only");
   sub->callback([o, exit_code] { *exit_code = run(*o); });
 }

@@ -27,6 +27,7 @@ void register_run_command(CLI::App& app, int* exit_code);
 void register_case_command(CLI::App& app, int* exit_code);
 void register_bundle_command(CLI::App& app, int* exit_code);
 void register_cache_command(CLI::App& app, int* exit_code);
+void register_layer_command(CLI::App& app, int* exit_code);
 void register_ep_command(CLI::App& app, int* exit_code);
 
 }  // namespace warmkey::cli

@@ -1,4 +1,5 @@
-// The warmkey command line: subcommands keys, warmup, config, verify, run, case, bundle and cache (see commands.h).
+// The warmkey command line: subcommands keys, warmup, config, verify, run, case, bundle, cache and layer (see
+// commands.h).
 #include <exception>
 #include <iostream>
 #include <string>
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   warmkey::cli::register_case_command(app, &exit_code);
   warmkey::cli::register_bundle_command(app, &exit_code);
   warmkey::cli::register_cache_command(app, &exit_code);
+  warmkey::cli::register_layer_command(app, &exit_code);
   warmkey::cli::register_ep_command(app, &exit_code);
   // CLI11 reports a misspelt subcommand as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

@@ -1,0 +1,35 @@
+// cuBLAS for the layer's plain dense steps (the shared expert's GEMMs, the identity add), loaded
+// lazily with dlopen like the driver: the CLI links no cuBLAS and runs where it is missing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "warmup/device.h"
+#include "warmup/dtype.h"
+
+namespace warmkey::layer {
+
+class Cublas {
+ public:
+  // The process-wide handle; never throws: unavailable() says why when the library is missing.
+  static Cublas& instance();
+  bool available() const { return handle_ != nullptr; }
+  const std::string& unavailable_reason() const { return reason_; }
+
+  // Row-major c[m, n] (+)= a[m, k] * b[n, k]^T, fp32 accumulation, one rounding to c's dtype
+  // (a, b, c of `dtype`: bf16, f16 or f32). Throws DeviceError with cuBLAS's status.
+  void gemm(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c,
+            bool accumulate, Stream stream);
+  // y[i] += x[i] for n elements of `dtype`, fp32 math.
+  void add(DType dtype, std::int64_t n, const void* x, void* y, Stream stream);
+
+ private:
+  Cublas();
+  struct Api;
+  Api* api_ = nullptr;
+  void* handle_ = nullptr;
+  std::string reason_;
+};
+
+}  // namespace warmkey::layer

@@ -1,0 +1,227 @@
+// The launch plan of one DSv4 MoE layer: for a configuration, an expert-weight backend and a batch,
+// the buffers the layer needs and the exact sequence of its steps (each JIT launch with its Args,
+// and the plain steps the engine runs outside the JIT: dense GEMMs, adds, memsets, quantisation).
+//
+// Layer: replay/ (above equivalence/ and spaces/, below tools/). The plan knows the kernels'
+// contracts (their Args and heuristics) and nothing of a device: it builds its tensors through a
+// LayerTensors source, meta tensors for the warmup checks on the CPU, device views for the runner.
+//
+// The steps of a layer, in order (DSv4: H hidden, I intermediate, E routed experts, K top-k):
+//   router            dsv4_topk over the router logits [T, E]; hash layers route non-image rows
+//                     through tid2eid (no correction bias); image rows (VL) use bias_vl
+//   identity          compute_identity (configs with zero-compute experts): hidden * the identity
+//                     slots' weight sum, on the logical ids (before EPLB maps them away)
+//   eplb              eplb_map in place on the ids (configs with EPLB): logical -> physical
+//   align             moe_align over the physical experts with the W13 tile's BLOCK_M (a second
+//                     one when the W2 tile's BLOCK_M differs); none in the naive layout
+//   clear_expert_out  memset of the W2 output (configs with zero-compute experts: their slots are
+//                     never written by the grouped GEMM, moe_mul_sum must read zeros there)
+//   quant_hidden      fp8 backend: per-token 1x128 fp8 e4m3 quantisation of the hidden states
+//   w13               fused_moe W13 (N = 2I, K = H, top_k = K) into rows [0, T*K) of gate_up
+//   shared_w13        the shared expert's gate/up GEMM (plain dense GEMM, see below) into rows
+//                     [T*K, T*K + T) of gate_up
+//   swiglu            swiglu_limit over all T*K + T rows: the routed entries and the shared
+//                     expert's rows in one launch (the shared rows carry expert id 0, never skipped)
+//   quant_act         fp8 backend: fp8 quantisation of the routed activations [T*K, I]
+//   w2                fused_moe W2 (N = H, K = I, top_k = 1) with the routed weight, into
+//                     expert_out [T*K, H]
+//   mul_sum           moe_mul_sum over expert_out [T, K, H] with unit weights (W2 applied the
+//                     routed weight already) into out [T, H]
+//   add_identity      out += identity_out (plain elementwise add)
+//   shared_w2         out += act[T*K:, :] * shared_w2^T (plain dense GEMM accumulating into out)
+//
+// The shared expert is a plain path: dense GEMMs (cuBLAS in an engine, in bench/bench_moe_layer and
+// in the runner's glue), not fused_moe with one expert: fused_moe's warmup lists the routed GEMMs'
+// keys only (TOP_K = K for W13), so a one-expert fused_moe would compile at runtime. Its SwiGLU
+// goes through the routed swiglu_limit launch (above), whose row classes stay warmed.
+// The shared expert computes in the activation dtype for every backend (weights [2 I_s, H] and
+// [H, I_s], I_s = n_shared_experts * I), with the routed experts' SwiGLU limit.
+//
+// NVFP4 HOOK: the nvfp4 backend's W13 and W2 are nvfp4_moe launches; that kernel is being written
+// in another branch. plan_layer refuses the backend with a clear message until it lands; the place
+// to add it is marked "NVFP4 HOOK" in layer_plan.cpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "kernels/compute_identity/compute_identity.h"
+#include "kernels/dsv4_topk/dsv4_topk.h"
+#include "kernels/eplb_map/eplb_map.h"
+#include "kernels/fused_moe/fused_moe.h"
+#include "kernels/moe_align/moe_align.h"
+#include "kernels/moe_mul_sum/moe_mul_sum.h"
+#include "kernels/swiglu_limit/swiglu_limit.h"
+#include "warmup/model_config.h"
+#include "warmup/tensor.h"
+
+namespace warmkey::layer {
+
+enum class LayerBackend { bf16, fp8, nvfp4 };
+std::string_view backend_name(LayerBackend b);
+// "bf16", "fp8", "nvfp4"; throws InputError naming the value otherwise.
+LayerBackend parse_backend(std::string_view name);
+// The backends a configuration's expert weights support (expert_weight_formats).
+std::vector<LayerBackend> config_backends(const ModelConfig& config);
+
+// One batch through one MoE layer.
+struct LayerBatch {
+  std::int64_t num_tokens = 1;
+  bool decode = true;             // a decode step (the router chains with programmatic dependent launch)
+  bool hash_layer = false;        // one of the first num_hash_layers layers: tid2eid routing
+  std::int64_t image_tokens = 0;  // image-sentinel tokens among the batch (VL routing when > 0)
+  DType ids_dtype = DType::i32;   // the routing's id dtype (one of config.index_dtypes)
+  std::string to_string() const;  // "T=64 decode, routed layer, images=3, ids i32"
+};
+
+// What a buffer holds before the layer runs (the runner fills it; the plan only names it).
+enum class BufferInit {
+  none,         // written by the layer (outputs, intermediates)
+  zero,         // zeros (the shared rows' expert ids, accumulators)
+  ones,         // 1.0 (moe_mul_sum's unit weights)
+  random,       // random values of the dtype (hidden states, logits, biases, dense weights)
+  expert_ids,   // random routed expert ids in [0, E) (tid2eid)
+  token_ids,    // input ids: image-sentinel ids on the first image_tokens rows, else text ids
+  weights,      // random expert weights (with their fp8 block scales when quantised)
+  eplb_counts,  // replica counts of the EPLB state
+  eplb_map,     // the logical-to-physical map of the EPLB state
+  ep_map,       // EP rank 0's map: physical expert -> local expert or -1
+};
+
+struct LayerBuffer {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> sizes;
+  BufferInit init = BufferInit::none;
+  std::int64_t numel() const;
+  std::int64_t bytes() const;
+};
+
+// Where the plan's tensors come from: views of the named buffers (declared by layer_buffers).
+class LayerTensors {
+ public:
+  virtual ~LayerTensors() = default;
+  // A contiguous view of `sizes` starting `elem_offset` elements into buffer `name`.
+  virtual Tensor view(const LayerBuffer& buffer, std::vector<std::int64_t> sizes, std::int64_t elem_offset) = 0;
+};
+
+// Meta tensors (no storage): the alignment class follows the element offset.
+class MetaLayerTensors : public LayerTensors {
+ public:
+  Tensor view(const LayerBuffer& buffer, std::vector<std::int64_t> sizes, std::int64_t elem_offset) override;
+};
+
+using LayerArgs = std::variant<Dsv4TopkArgs, EplbMapArgs, MoeAlignArgs, FusedMoeArgs, SwigluLimitArgs,
+                               ComputeIdentityArgs, MoeMulSumArgs>;
+
+// A step outside the JIT (no key, no compile at runtime).
+struct PlainOp {
+  enum class Kind {
+    gemm,      // c[m, n] (+)= a[m, k] * b[n, k]^T, fp32 accumulation, rounded to c's dtype
+    add,       // c[m, n] += a[m, n]
+    memset,    // c = 0
+    fp8_quant  // c = fp8(a / s), s per row and 128 columns (scale: power of two, ue8m0, or f32)
+  };
+  Kind kind = Kind::gemm;
+  std::string a, b, c, scale;               // buffer names
+  std::int64_t a_offset = 0, c_offset = 0;  // element offsets into a and c
+  std::int64_t m = 0, n = 0, k = 0;
+  bool accumulate = false;  // gemm: c += instead of c =
+};
+
+struct LayerStep {
+  std::string name;               // "router", "w13", ... (the list in this header)
+  std::string kernel;             // the JIT kernel's name, or "plain"
+  std::optional<LayerArgs> args;  // JIT steps
+  std::optional<PlainOp> plain;   // plain steps
+  std::string note;               // one line: what the step does in this batch
+  bool jit() const { return args.has_value(); }
+};
+
+struct LayerPlan {
+  ModelConfig config;
+  LayerBackend backend = LayerBackend::bf16;
+  LayerBatch batch;
+  std::vector<LayerBuffer> buffers;
+  std::vector<LayerStep> steps;
+  bool naive = false;  // fused_moe's naive layout (no moe_align)
+  const LayerBuffer& buffer(std::string_view name) const;
+  // One line per step: name, kernel, the Args' description (contract describe) or the plain op.
+  std::string to_text() const;
+};
+
+// The buffers of a layer for a batch (sizes follow the batch's T). Throws InputError for a batch
+// the configuration cannot run (T outside [1, max_num_batched_tokens], an index dtype the config
+// does not serve, image tokens without vision, more image tokens than T, a backend the config's
+// weights lack, the nvfp4 backend before its kernel lands).
+std::vector<LayerBuffer> layer_buffers(const ModelConfig& config, LayerBackend backend, const LayerBatch& batch);
+
+// The whole plan: buffers and steps, tensors from `tensors`.
+LayerPlan plan_layer(const ModelConfig& config, LayerBackend backend, const LayerBatch& batch, LayerTensors& tensors);
+
+// The contract of each JIT step's Args type (validate / dispatch / bound_key / launch).
+template <class A>
+struct ContractOf;
+template <>
+struct ContractOf<Dsv4TopkArgs> {
+  using type = Dsv4Topk;
+};
+template <>
+struct ContractOf<EplbMapArgs> {
+  using type = EplbMap;
+};
+template <>
+struct ContractOf<MoeAlignArgs> {
+  using type = MoeAlign;
+};
+template <>
+struct ContractOf<FusedMoeArgs> {
+  using type = FusedMoe;
+};
+template <>
+struct ContractOf<SwigluLimitArgs> {
+  using type = SwigluLimit;
+};
+template <>
+struct ContractOf<ComputeIdentityArgs> {
+  using type = ComputeIdentity;
+};
+template <>
+struct ContractOf<MoeMulSumArgs> {
+  using type = MoeMulSum;
+};
+
+// Calls fn(contract, args) with the step's contract (one static instance per kernel) and Args.
+template <class Fn>
+decltype(auto) visit_contract(const LayerArgs& args, Fn&& fn) {
+  return std::visit(
+      [&](const auto& a) -> decltype(auto) {
+        using C = typename ContractOf<std::decay_t<decltype(a)>>::type;
+        static const C contract;
+        return fn(contract, a);
+      },
+      args);
+}
+
+// Every JIT step of plan checked as serving would meet it: valid, used by the config, launching,
+// its CompileKey (the contract's dispatch) among warmup_keys(config) and its bound JitKey among
+// the warmup keys' bound keys. Empty when all hold, else one line per problem. Warmup key sets
+// are computed once per (config name, kernel) and cached.
+std::vector<std::string> unwarmed_steps(const LayerPlan& plan);
+
+// Weight bytes one layer reads at T tokens (the experts the batch touches at most min(E, T*K),
+// the shared expert, the router's tables) and the FLOPs of its GEMMs (2 per multiply-add): the
+// roofline the runner reports against.
+struct LayerCost {
+  double weight_bytes = 0;
+  double flops = 0;
+};
+LayerCost layer_cost(const ModelConfig& config, LayerBackend backend, std::int64_t num_tokens);
+
+}  // namespace warmkey::layer

@@ -1,0 +1,27 @@
+// `warmkey run --layers`: the trace's batches replayed as whole MoE layers. Each serving batch
+// becomes the layer plans an engine runs for it (every backend of the config but nvfp4, routed
+// and hash layers, each index dtype) and every JIT launch of each plan goes through the runtime
+// lookup (rt.get in the runtime phase, the monitor in error mode) and the warmed-key check.
+// The plans' views start at row 0 (a micro-batch's offset is the per-kernel replay's concern) and
+// padded batches run their padded row count unpadded.
+#pragma once
+
+#include <cstddef>
+#include <unordered_set>
+#include <vector>
+
+#include "replay/replay.h"
+#include "replay/trace.h"
+
+namespace warmkey::layer {
+
+struct LayerReplay {
+  equivalence::ReplayKernelStats stats;              // kernel "moe_layer": launches, runtime compiles, unwarmed, errors
+  std::vector<equivalence::ReplayFinding> findings;  // at most max_findings
+  std::size_t layers = 0;                            // plans replayed
+};
+
+LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& trace, JitRuntime& rt,
+                          const std::unordered_set<BoundKey, BoundKeyHash>* warmed, std::size_t max_findings);
+
+}  // namespace warmkey::layer

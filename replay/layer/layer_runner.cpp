@@ -1,0 +1,558 @@
+// `warmkey layer` on the GPU (layer_runner.h).
+#include "replay/layer/layer_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "equivalence/kernel_table.h"
+#include "reference/moe_layer.h"
+#include "replay/layer/layer_cublas.h"
+#include "spaces/serving.h"
+#include "warmup/error.h"
+#include "warmup/host_dtype.h"
+#include "warmup/orchestrator.h"
+#include "warmup/runtime.h"
+
+namespace warmkey::layer {
+namespace {
+
+using reference::RowMatrixXf;
+
+// ---- the host generator: one value per (seed, stream, index), uniform in [-1, 1) -----------------
+
+std::uint64_t splitmix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+float uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+  const std::uint64_t h = splitmix(splitmix(seed * 0xD1B54A32D192ED03ull + stream) ^ i);
+  return static_cast<float>(static_cast<double>(h >> 40) * 0x1p-23 - 1.0);
+}
+
+enum GenStream : std::uint64_t {
+  kW13 = 1,
+  kW2,
+  kW13Scale,
+  kW2Scale,
+  kSharedW13,
+  kSharedW2,
+  kBias,
+  kBiasVl,
+  kTid2eid,
+  kHidden,
+  kLogits,
+  kTokenIds
+};
+
+// Fills rows [0, rows) of m (cols wide) in parallel: m(r, c) = f(r, c).
+template <class F>
+void parallel_rows(Eigen::Index rows, F&& f) {
+  const unsigned n = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < n; ++w)
+    pool.emplace_back([&, w] {
+      for (Eigen::Index r = w; r < rows; r += n) f(r);
+    });
+  for (std::thread& t : pool) t.join();
+}
+
+// Expert weights [E * N, K] with values of the backend's dtype; fp8: block scales [E * ceil(N/128), K/128].
+void make_expert_weights(const ModelConfig& c, LayerBackend b, std::uint64_t seed, std::uint64_t stream,
+                         std::uint64_t scale_stream, Eigen::Index n, Eigen::Index k, RowMatrixXf& w,
+                         std::optional<RowMatrixXf>& scale) {
+  const Eigen::Index e = c.n_routed_experts;
+  const double sd = 1.0 / std::sqrt(static_cast<double>(k));
+  w.resize(e * n, k);
+  if (b == LayerBackend::fp8) {
+    // e4m3 values in [-16, 16) (sd 16 / sqrt(3)) times power-of-two block scales near sd / that.
+    parallel_rows(e * n, [&](Eigen::Index r) {
+      for (Eigen::Index j = 0; j < k; ++j)
+        w(r, j) = round_to_dtype(DType::f8e4m3, 16.0f * uniform(seed, stream, static_cast<std::uint64_t>(r * k + j)));
+    });
+    const Eigen::Index gn = (n + 127) / 128;
+    scale.emplace(e * gn, k / 128);
+    const double base = std::round(std::log2(sd / (16.0 / std::sqrt(3.0))));
+    for (Eigen::Index i = 0; i < scale->size(); ++i) {
+      const float u = uniform(seed, scale_stream, static_cast<std::uint64_t>(i));
+      scale->data()[i] = static_cast<float>(std::exp2(base + (u < -0.33f ? -1 : u > 0.33f ? 1 : 0)));
+    }
+  } else {
+    const float a = static_cast<float>(sd * std::sqrt(3.0));
+    parallel_rows(e * n, [&](Eigen::Index r) {
+      for (Eigen::Index j = 0; j < k; ++j)
+        w(r, j) = round_to_dtype(c.act_dtype, a * uniform(seed, stream, static_cast<std::uint64_t>(r * k + j)));
+    });
+  }
+}
+
+RowMatrixXf dense(std::uint64_t seed, std::uint64_t stream, Eigen::Index rows, Eigen::Index cols, double sd, DType d) {
+  RowMatrixXf m(rows, cols);
+  const float a = static_cast<float>(sd * std::sqrt(3.0));
+  parallel_rows(rows, [&](Eigen::Index r) {
+    for (Eigen::Index j = 0; j < cols; ++j)
+      m(r, j) = round_to_dtype(d, a * uniform(seed, stream, static_cast<std::uint64_t>(r * cols + j)));
+  });
+  return m;
+}
+
+// ---- device buffers ------------------------------------------------------------------------------
+
+class DeviceLayerTensors : public LayerTensors {
+ public:
+  explicit DeviceLayerTensors(Device& dev) : dev_(dev) {}
+  Tensor view(const LayerBuffer& b, std::vector<std::int64_t> sizes, std::int64_t elem_offset) override {
+    char* base = static_cast<char*>(ensure(b));
+    return Tensor::view(b.dtype, base + elem_offset * static_cast<std::int64_t>(dtype_size(b.dtype)),
+                        std::span<const std::int64_t>(sizes));
+  }
+  void* ensure(const LayerBuffer& b) {
+    auto it = buffers_.find(b.name);
+    if (it == buffers_.end()) it = buffers_.emplace(b.name, dev_.alloc(static_cast<std::size_t>(b.bytes()) + 16)).first;
+    return it->second.data();
+  }
+  void* data(const std::string& name) const { return buffers_.at(name).data(); }
+
+ private:
+  Device& dev_;
+  std::map<std::string, DeviceBuffer> buffers_;
+};
+
+void upload_values(Device& dev, DType d, void* dst, const float* values, std::int64_t n) {
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * dtype_size(d));
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (d == DType::ue8m0) {
+      int e = 0;
+      std::frexp(values[i], &e);  // values[i] = 2^(e-1) exactly
+      bytes[static_cast<std::size_t>(i)] = static_cast<unsigned char>(std::clamp(e - 1 + 127, 0, 254));
+    } else {
+      store_float(d, bytes.data(), i, values[i]);
+    }
+  }
+  dev.copy_to_device(dst, bytes.data(), bytes.size());
+}
+
+template <class T>
+void upload_ints(Device& dev, DType d, void* dst, const std::vector<T>& v) {
+  std::vector<unsigned char> bytes(v.size() * dtype_size(d));
+  for (std::size_t i = 0; i < v.size(); ++i) store_int(d, bytes.data(), static_cast<std::int64_t>(i), v[i]);
+  dev.copy_to_device(dst, bytes.data(), bytes.size());
+}
+
+RowMatrixXf download(Device& dev, DType d, const void* src, Eigen::Index rows, Eigen::Index cols) {
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(rows * cols) * dtype_size(d));
+  dev.copy_to_host(bytes.data(), src, bytes.size());
+  RowMatrixXf m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = load_float(d, bytes.data(), i);
+  return m;
+}
+
+// The model: logical weights (the reference's) and the EPLB replica layout.
+struct Model {
+  reference::MoeLayerShape shape;
+  reference::MoeLayerWeights w;
+  std::vector<std::int64_t> replica_count, l2p, phys_to_logical;
+};
+
+Model make_model(const ModelConfig& c, LayerBackend b, std::uint64_t seed) {
+  Model m;
+  reference::MoeLayerShape& s = m.shape;
+  s.hidden = c.hidden_size;
+  s.inter = c.moe_intermediate_size;
+  s.shared_inter = c.n_shared_experts * c.moe_intermediate_size;
+  s.experts = c.n_routed_experts;
+  s.identity = c.n_identity_experts;
+  s.top_k = c.num_experts_per_tok;
+  s.act = c.act_dtype;
+  s.fp8 = b == LayerBackend::fp8;
+  s.scale_dtype = c.fp8_scale_dtype;
+  s.limit = c.swiglu_limit;
+  s.renormalize = c.norm_topk_prob;
+  s.routed_scaling_factor = c.routed_scaling_factor;
+  s.sentinel_lo = c.vision ? c.image_sentinel_lo : 0;
+  s.vocab_size = c.vocab_size;
+  make_expert_weights(c, b, seed, kW13, kW13Scale, 2 * s.inter, s.hidden, m.w.w13, m.w.w13_scale);
+  make_expert_weights(c, b, seed, kW2, kW2Scale, s.hidden, s.inter, m.w.w2, m.w.w2_scale);
+  if (s.shared_inter > 0) {
+    m.w.shared_w13 = dense(seed, kSharedW13, 2 * s.shared_inter, s.hidden, 1.0 / std::sqrt(double(s.hidden)), s.act);
+    m.w.shared_w2 = dense(seed, kSharedW2, s.hidden, s.shared_inter, 1.0 / std::sqrt(double(s.shared_inter)), s.act);
+  }
+  m.w.bias = dense(seed, kBias, s.experts, 1, 0.1, DType::f32);
+  m.w.bias_vl = dense(seed, kBiasVl, s.experts, 1, 0.1, DType::f32);
+  m.w.tid2eid.emplace(c.vocab_size, s.top_k);
+  for (Eigen::Index i = 0; i < m.w.tid2eid->size(); ++i)
+    m.w.tid2eid->data()[i] = static_cast<std::int32_t>(std::min<std::int64_t>(
+        s.experts - 1, static_cast<std::int64_t>((uniform(seed, kTid2eid, i) + 1) / 2 * s.experts)));
+  // EPLB: replica 0 of expert e is physical e; the redundant replicas follow, in expert order.
+  const std::int64_t p = c.num_physical_experts();
+  m.phys_to_logical.resize(static_cast<std::size_t>(p));
+  for (std::int64_t e = 0; e < s.experts; ++e) m.phys_to_logical[static_cast<std::size_t>(e)] = e;
+  if (c.eplb) {
+    const spaces::EplbState st = spaces::eplb_state(c, 0);
+    m.replica_count = st.replica_count;
+    m.l2p.assign(static_cast<std::size_t>(s.experts * c.eplb_max_slots), -1);
+    std::int64_t next = s.experts;
+    for (std::int64_t e = 0; e < s.experts; ++e) {
+      m.l2p[static_cast<std::size_t>(e * c.eplb_max_slots)] = e;
+      for (std::int64_t r = 1; r < st.replica_count[static_cast<std::size_t>(e)]; ++r) {
+        m.l2p[static_cast<std::size_t>(e * c.eplb_max_slots + r)] = next;
+        m.phys_to_logical[static_cast<std::size_t>(next++)] = e;
+      }
+    }
+  }
+  return m;
+}
+
+// Uploads physical expert p's rows of a logical [E * rows_per, K] matrix (values or scales).
+void upload_experts(Device& dev, const Model& m, DType d, const RowMatrixXf& logical, Eigen::Index rows_per,
+                    void* dst) {
+  const Eigen::Index k = logical.cols();
+  const std::size_t expert_bytes = static_cast<std::size_t>(rows_per * k) * dtype_size(d);
+  for (std::size_t p = 0; p < m.phys_to_logical.size(); ++p) {
+    const float* src = logical.data() + m.phys_to_logical[p] * rows_per * k;
+    upload_values(dev, d, static_cast<char*>(dst) + p * expert_bytes, src, rows_per * k);
+  }
+}
+
+struct Inputs {
+  reference::MoeLayerInputs in;
+};
+
+Inputs make_inputs(const ModelConfig& c, std::uint64_t seed, const LayerBatch& b) {
+  Inputs x;
+  const std::uint64_t s = seed * 1000003ull + static_cast<std::uint64_t>(b.num_tokens);
+  x.in.hidden = dense(s, kHidden, b.num_tokens, c.hidden_size, 1.0, c.act_dtype);
+  x.in.logits = dense(s, kLogits, b.num_tokens, c.n_routed_experts, 2.0, DType::f32);
+  x.in.input_ids.resize(b.num_tokens);
+  const std::int64_t text =
+      std::max<std::int64_t>(1, c.vision ? std::min(c.image_sentinel_lo, c.vocab_size) : c.vocab_size);
+  for (std::int64_t t = 0; t < b.num_tokens; ++t) {
+    const auto u = static_cast<std::int64_t>((uniform(s, kTokenIds, static_cast<std::uint64_t>(t)) + 1) / 2 * text);
+    x.in.input_ids(t) =
+        static_cast<int>(t < b.image_tokens ? c.image_sentinel_lo + t % c.image_sentinel_count : std::min(u, text - 1));
+  }
+  return x;
+}
+
+void fill_buffers(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, const Model& m, const Inputs& x) {
+  const ModelConfig& c = plan.config;
+  for (const LayerBuffer& b : plan.buffers) {
+    void* p = tensors.ensure(b);
+    const std::int64_t n = b.numel();
+    switch (b.init) {
+      case BufferInit::none: dev.fill_bytes(p, 0xFF, static_cast<std::size_t>(b.bytes())); break;  // poison (NaN)
+      case BufferInit::zero: dev.fill_bytes(p, 0, static_cast<std::size_t>(b.bytes())); break;
+      case BufferInit::ones: {
+        std::vector<float> ones(static_cast<std::size_t>(n), 1.0f);
+        if (b.dtype == DType::i32) {
+          upload_ints(dev, b.dtype, p, std::vector<std::int64_t>(static_cast<std::size_t>(n), 1));
+        } else {
+          upload_values(dev, b.dtype, p, ones.data(), n);
+        }
+        break;
+      }
+      case BufferInit::random: {
+        const RowMatrixXf* src = b.name == "hidden"          ? &x.in.hidden
+                                 : b.name == "router_logits" ? &x.in.logits
+                                 : b.name == "shared_w13"    ? &m.w.shared_w13
+                                 : b.name == "shared_w2"     ? &m.w.shared_w2
+                                                             : nullptr;
+        if (src) {
+          upload_values(dev, b.dtype, p, src->data(), n);
+        } else {
+          const Eigen::VectorXf& v = b.name == "router_bias" ? m.w.bias : *m.w.bias_vl;
+          upload_values(dev, b.dtype, p, v.data(), n);
+        }
+        break;
+      }
+      case BufferInit::expert_ids: {
+        std::vector<std::int64_t> v(m.w.tid2eid->data(), m.w.tid2eid->data() + m.w.tid2eid->size());
+        upload_ints(dev, b.dtype, p, v);
+        break;
+      }
+      case BufferInit::token_ids: {
+        std::vector<std::int64_t> v(x.in.input_ids.data(), x.in.input_ids.data() + x.in.input_ids.size());
+        upload_ints(dev, b.dtype, p, v);
+        break;
+      }
+      case BufferInit::weights: {
+        const bool w13 = b.name.rfind("w13", 0) == 0, scale = b.name.find("scale") != std::string::npos;
+        const std::int64_t n_rows = w13 ? 2 * c.moe_intermediate_size : c.hidden_size;
+        if (scale) {
+          upload_experts(dev, m, b.dtype, w13 ? *m.w.w13_scale : *m.w.w2_scale, (n_rows + 127) / 128, p);
+        } else {
+          upload_experts(dev, m, b.dtype, w13 ? m.w.w13 : m.w.w2, n_rows, p);
+        }
+        break;
+      }
+      case BufferInit::eplb_counts: upload_ints(dev, b.dtype, p, m.replica_count); break;
+      case BufferInit::eplb_map: upload_ints(dev, b.dtype, p, m.l2p); break;
+      case BufferInit::ep_map:
+        throw InputError(str_cat("warmkey layer: config '", c.name, "' has ep_size ", c.ep_size,
+                                 ": the runner runs one GPU (ep_size 1)"));
+    }
+  }
+  dev.synchronize();
+}
+
+// Runs one step; returns the host-glue milliseconds (0 for device steps).
+double run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev) {
+  if (s.args) {
+    visit_contract(*s.args, [&](const auto& contract, const auto& a) {
+      contract(a, rt, nullptr);
+      return 0;
+    });
+    return 0;
+  }
+  const PlainOp& op = *s.plain;
+  const DType act = plan.config.act_dtype;
+  auto at = [&](const std::string& name, std::int64_t off) {
+    return static_cast<char*>(tensors.data(name)) +
+           off * static_cast<std::int64_t>(dtype_size(plan.buffer(name).dtype));
+  };
+  switch (op.kind) {
+    case PlainOp::Kind::gemm:
+      Cublas::instance().gemm(act, op.m, op.n, op.k, at(op.a, op.a_offset), at(op.b, 0), at(op.c, op.c_offset),
+                              op.accumulate, nullptr);
+      return 0;
+    case PlainOp::Kind::add: Cublas::instance().add(act, op.m * op.n, at(op.a, 0), at(op.c, 0), nullptr); return 0;
+    case PlainOp::Kind::memset:
+      dev.fill_bytes(at(op.c, op.c_offset), 0,
+                     static_cast<std::size_t>(op.m * op.n) * dtype_size(plan.buffer(op.c).dtype));
+      return 0;
+    case PlainOp::Kind::fp8_quant: {
+      // Host glue: no warmkey kernel quantises activations (an AOT kernel in engines).
+      const auto t0 = std::chrono::steady_clock::now();
+      dev.synchronize();
+      const RowMatrixXf x = download(dev, plan.buffer(op.a).dtype, at(op.a, op.a_offset), op.m, op.k);
+      RowMatrixXf q(op.m, op.k), sc(op.m, op.k / 128);
+      reference::quantize_fp8_blocks(x, plan.buffer(op.scale).dtype, q, sc);
+      upload_values(dev, DType::f8e4m3, at(op.c, 0), q.data(), q.size());
+      upload_values(dev, plan.buffer(op.scale).dtype, at(op.scale, 0), sc.data(), sc.size());
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }
+  return 0;
+}
+
+std::vector<std::int64_t> sample_rows(const LayerBatch& b, std::int64_t n) {
+  std::vector<std::int64_t> rows;
+  if (n <= 0) return rows;
+  const std::int64_t t = b.num_tokens;
+  for (std::int64_t i = 0; i < std::min(n, t); ++i)
+    rows.push_back(n >= t ? i : i * (t - 1) / std::max<std::int64_t>(n - 1, 1));
+  if (b.image_tokens > 0) rows.push_back(0);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+void compare(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, const Model& m, const Inputs& x,
+             std::int64_t check_tokens, LayerRunRow& row) {
+  const std::vector<std::int64_t> rows = sample_rows(plan.batch, check_tokens);
+  if (rows.empty()) return;
+  const ModelConfig& c = plan.config;
+  const std::int64_t t = plan.batch.num_tokens, k = c.num_experts_per_tok, h = c.hidden_size;
+  const RowMatrixXf got = download(dev, c.act_dtype, tensors.data("out"), t, h);
+  const DType id_dtype = plan.buffer("topk_ids").dtype;
+  std::vector<unsigned char> id_bytes(static_cast<std::size_t>(t * k) * dtype_size(id_dtype));
+  dev.copy_to_host(id_bytes.data(), tensors.data("topk_ids"), id_bytes.size());
+  const reference::MoeLayerOutput ref = reference::moe_layer(m.shape, m.w, x.in, plan.batch.hash_layer, rows);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const std::int64_t tok = rows[r];
+    if (!c.eplb) {  // EPLB rewrites the ids in place (physical)
+      for (std::int64_t j = 0; j < k; ++j)
+        if (load_int(id_dtype, id_bytes.data(), tok * k + j) != ref.topk_ids(static_cast<Eigen::Index>(r), j))
+          row.ids_match = false;
+    }
+    for (std::int64_t col = 0; col < h; ++col) {
+      const double want = ref.out(static_cast<Eigen::Index>(r), col), have = got(tok, col);
+      const double tol = reference::moe_layer_tolerance(m.shape, want, ref.sigma(static_cast<Eigen::Index>(r), col));
+      const double ratio = std::isfinite(have) ? std::abs(have - want) / tol : INFINITY;
+      ++row.checked;
+      row.worst = std::max(row.worst, ratio);
+      if (!(ratio <= 1.0)) {
+        if (row.mismatches++ == 0)
+          row.first_mismatch =
+              str_cat("token ", tok, " column ", col, ": got ", have, ", want ", want, " (tolerance ", tol, ")");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+LayerRunReport run_layer(const LayerRunOptions& o) {
+  const ModelConfig c = load_config(o.config);
+  if (c.ep_size != 1)
+    throw InputError(str_cat("warmkey layer: config '", c.name, "' has ep_size ", c.ep_size,
+                             ": the runner runs one GPU (ep_size 1); `warmkey layer --plan` prints its plan"));
+  if (o.iterations < 1) throw InputError(str_cat("warmkey layer: --iterations ", o.iterations, " is below 1"));
+  const DType ids = o.ids_dtype ? *o.ids_dtype : c.index_dtypes.front();
+  std::vector<LayerBatch> batches;
+  for (std::int64_t t : o.tokens) {
+    LayerBatch b{t, t <= o.decode_max, o.hash_layer, std::min(o.image_tokens, t), ids};
+    MetaLayerTensors meta;
+    plan_layer(c, o.backend, b, meta);  // refuses a bad batch before the device is touched
+    batches.push_back(b);
+  }
+  Device& dev = Device::instance();
+  if (!dev.available())
+    throw DeviceError(
+        str_cat("warmkey layer: no GPU (", dev.unavailable_reason(),
+                "): the layer runs on the device; `warmkey layer --plan` prints its launches without one"));
+  if (c.n_shared_experts > 0 || c.n_identity_experts > 0) {
+    if (!Cublas::instance().available())
+      throw DeviceError(str_cat("warmkey layer: the shared expert's dense GEMMs need cuBLAS: ",
+                                Cublas::instance().unavailable_reason()));
+  }
+  auto log = [&](const std::string& s) {
+    if (o.log) o.log(s);
+  };
+
+  RuntimeOptions ro;
+  ro.cache_dir = o.cache_dir;
+  ro.target.arch = dev.arch();
+  JitRuntime rt(ro);
+  const Plan wplan = plan_warmup(equivalence::builtin_registry(), c, std::nullopt, rt.target());
+  log(str_cat("warmup: ", wplan.distinct_jit_keys(), " keys of config ", c.name));
+  WarmupOptions wo;
+  wo.jobs = o.jobs;
+  wo.progress = ProgressMode::off;
+  const WarmupSummary ws = run_warmup(wplan, rt, wo);
+  rt.monitor().set_mode(MonitorMode::error);
+  rt.monitor().activate();
+
+  LayerRunReport report;
+  report.config = c.name;
+  report.backend = std::string(backend_name(o.backend));
+  report.device = dev.name();
+  report.warmup_keys = wplan.distinct_jit_keys();
+  report.compiled = ws.compiled;
+  log("weights: generating on the host (seeded), uploading");
+  const Model model = make_model(c, o.backend, o.seed);
+  for (const LayerBatch& b : batches) {
+    log(str_cat("layer: ", b.to_string()));
+    DeviceLayerTensors tensors(dev);
+    const LayerPlan plan = plan_layer(c, o.backend, b, tensors);
+    const Inputs x = make_inputs(c, o.seed, b);
+    fill_buffers(dev, tensors, plan, model, x);
+    LayerRunRow row;
+    row.tokens = b.num_tokens;
+    row.decode = b.decode;
+    row.naive = plan.naive;
+    for (const LayerStep& s : plan.steps) row.steps.push_back({s.name, s.kernel, 0});
+    try {
+      for (const LayerStep& s : plan.steps) run_step(s, plan, tensors, rt, dev);  // the checked run
+      dev.synchronize();
+      compare(dev, tensors, plan, model, x, o.check_tokens, row);
+      for (int it = 0; it < o.iterations; ++it) {
+        for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+          double glue = 0;
+          const float ms = dev.time_ms(nullptr, [&] { glue = run_step(plan.steps[i], plan, tensors, rt, dev); });
+          if (glue > 0) {
+            row.host_glue_ms += glue / o.iterations;
+          } else {
+            row.steps[i].ms += ms / o.iterations;
+          }
+        }
+      }
+      dev.synchronize();
+    } catch (const RuntimeCompileError& e) {
+      ++report.runtime_compiles;
+      row.first_mismatch = e.what();
+      ++row.mismatches;
+    }
+    for (const LayerStepTime& s : row.steps) row.ms += s.ms;
+    row.tokens_per_s = row.ms > 0 ? static_cast<double>(b.num_tokens) / (row.ms * 1e-3) : 0;
+    row.cost = layer_cost(c, o.backend, b.num_tokens);
+    if (b.decode) {
+      row.achieved = row.ms > 0 ? row.cost.weight_bytes / (row.ms * 1e-3) : 0;
+      row.peak = kH200Bandwidth;
+    } else {
+      row.achieved = row.ms > 0 ? row.cost.flops / (row.ms * 1e-3) : 0;
+      row.peak = o.backend == LayerBackend::fp8 ? kH200Fp8Flops : kH200Bf16Flops;
+    }
+    row.ratio = row.achieved / row.peak;
+    report.rows.push_back(std::move(row));
+  }
+  report.runtime_compiles += rt.monitor().counters(Phase::runtime).compiles;
+  return report;
+}
+
+bool LayerRunReport::ok() const {
+  if (runtime_compiles != 0) return false;
+  return std::all_of(rows.begin(), rows.end(), [](const LayerRunRow& r) { return r.mismatches == 0 && r.ids_match; });
+}
+
+std::string LayerRunReport::to_text() const {
+  std::ostringstream os;
+  os << "warmkey layer: config " << config << ", backend " << backend << ", device " << device << "\n";
+  os << "warmup " << warmup_keys << " keys (" << compiled << " compiled); runtime compiles " << runtime_compiles
+     << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %6s %-8s %-7s %10s %12s %14s %7s %9s %8s\n", "T", "kind", "layout", "ms",
+                "tokens/s", "achieved", "ratio", "checked", "worst");
+  os << line;
+  for (const LayerRunRow& r : rows) {
+    std::snprintf(line, sizeof line, "  %6lld %-8s %-7s %10.4f %12.0f %9.1f %s %6.1f%% %9zu %8.3f\n",
+                  static_cast<long long>(r.tokens), r.decode ? "decode" : "prefill", r.naive ? "naive" : "sorted", r.ms,
+                  r.tokens_per_s, r.decode ? r.achieved / 1e9 : r.achieved / 1e12, r.decode ? "GB/s" : "TF/s",
+                  100 * r.ratio, r.checked, r.worst);
+    os << line;
+  }
+  for (const LayerRunRow& r : rows) {
+    os << "\n  T=" << r.tokens << " step shares:";
+    for (const LayerStepTime& s : r.steps)
+      if (s.ms > 0) os << " " << s.name << " " << std::lround(100 * s.ms / std::max(r.ms, 1e-12)) << "%";
+    if (r.host_glue_ms > 0) os << " (host fp8 quantisation " << r.host_glue_ms << " ms, not in the layer time)";
+    if (!r.ids_match) os << "\n    routed ids differ from the reference";
+    if (r.mismatches) os << "\n    " << r.mismatches << " mismatches; first: " << r.first_mismatch;
+  }
+  os << "\n\nresult: " << (ok() ? "OK" : "FAIL") << "\n";
+  return os.str();
+}
+
+nlohmann::json LayerRunReport::to_json() const {
+  nlohmann::json j;
+  j["config"] = config;
+  j["backend"] = backend;
+  j["device"] = device;
+  j["warmup_keys"] = warmup_keys;
+  j["compiled"] = compiled;
+  j["runtime_compiles"] = runtime_compiles;
+  j["ok"] = ok();
+  for (const LayerRunRow& r : rows) {
+    nlohmann::json jr = {{"tokens", r.tokens},
+                         {"decode", r.decode},
+                         {"naive", r.naive},
+                         {"ms", r.ms},
+                         {"host_glue_ms", r.host_glue_ms},
+                         {"tokens_per_s", r.tokens_per_s},
+                         {"weight_bytes", r.cost.weight_bytes},
+                         {"flops", r.cost.flops},
+                         {"achieved", r.achieved},
+                         {"peak", r.peak},
+                         {"ratio", r.ratio},
+                         {"checked", r.checked},
+                         {"worst", r.worst},
+                         {"mismatches", r.mismatches},
+                         {"ids_match", r.ids_match}};
+    for (const LayerStepTime& s : r.steps)
+      jr["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}, {"ms", s.ms}});
+    j["rows"].push_back(jr);
+  }
+  return j;
+}
+
+}  // namespace warmkey::layer

@@ -1,0 +1,232 @@
+// The MoE layer plan on the CPU: for every embedded configuration and backend, every JIT launch of a
+// layer's plan (any token count of decode and chunked prefill, hash and routed layers, image
+// tokens) is valid and hits a key the configuration's warmup lists: its CompileKey (through the
+// contract's real dispatch) and its bound JitKey (through launch_spec and the binder).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "replay/layer/layer_plan.h"
+#include "spaces/fused_moe.h"
+#include "warmup/error.h"
+
+namespace warmkey::layer {
+namespace {
+
+struct ConfigBackend {
+  ModelConfig config;
+  LayerBackend backend;
+};
+
+std::vector<ConfigBackend> runnable_pairs() {
+  std::vector<ConfigBackend> out;
+  for (const std::string& name : embedded_config_names()) {
+    const ModelConfig c = load_config(name);
+    if (!c.has_backend("triton")) continue;
+    for (LayerBackend b : config_backends(c))
+      if (b != LayerBackend::nvfp4) out.push_back({c, b});
+  }
+  return out;
+}
+
+// Token counts where some step's heuristic or layout changes, each with its neighbours.
+std::vector<std::int64_t> token_marks(const ModelConfig& c) {
+  const std::int64_t k = c.num_experts_per_tok;
+  std::vector<std::int64_t> b = {
+      1, 2, 15, 16, 17, 32, c.max_num_seqs, c.max_num_batched_tokens, 1024 / k, (1024 + k - 1) / k};
+  for (std::int64_t x : fused_moe_token_boundaries(k, c.num_local_experts())) b.push_back(x);
+  for (std::int64_t x : fused_moe_token_boundaries(k, c.num_physical_experts())) b.push_back(x);
+  for (std::int64_t x : kMoeMulSumTokenBoundaries) b.push_back(x);
+  for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c))
+    for (std::int64_t x : spaces::FusedMoeSpace::token_marks(c, g)) b.push_back(x);
+  std::set<std::int64_t> out;
+  for (std::int64_t x : b)
+    for (std::int64_t d : {-1, 0, 1})
+      if (x + d >= 1 && x + d <= c.max_num_batched_tokens) out.insert(x + d);
+  return {out.begin(), out.end()};
+}
+
+std::vector<DType> batch_ids_dtypes(const ModelConfig& c) {
+  std::vector<DType> out;
+  for (DType d : c.index_dtypes)
+    if (!(c.eplb && d == DType::u32)) out.push_back(d);
+  return out;
+}
+
+TEST(MoeLayerPlan, everyConfigAndBackendIsPlanned) {
+  const std::vector<ConfigBackend> pairs = runnable_pairs();
+  std::set<std::string> names;
+  for (const ConfigBackend& p : pairs) names.insert(p.config.name);
+  // Every embedded config runs the grouped-GEMM path with some backend besides nvfp4.
+  EXPECT_EQ(names.size(), embedded_config_names().size());
+  EXPECT_GE(pairs.size(), names.size());
+}
+
+// Every token count at and around each boundary, for both kinds of layer, with and without images.
+TEST(MoeLayerPlan, everyLaunchAtEveryBoundaryIsWarmed) {
+  for (const ConfigBackend& p : runnable_pairs()) {
+    std::size_t plans = 0, launches = 0;
+    for (std::int64_t t : token_marks(p.config)) {
+      for (bool hash : {false, true}) {
+        if (hash && p.config.num_hash_layers == 0) continue;
+        for (std::int64_t images : {std::int64_t{0}, std::int64_t{1}, t}) {
+          if (images > 0 && !p.config.vision) continue;
+          for (DType ids : batch_ids_dtypes(p.config)) {
+            LayerBatch b{t, t <= p.config.max_num_seqs, hash, images, ids};
+            MetaLayerTensors meta;
+            const LayerPlan plan = plan_layer(p.config, p.backend, b, meta);
+            const std::vector<std::string> problems = unwarmed_steps(plan);
+            ASSERT_TRUE(problems.empty()) << problems.front() << "\n" << plan.to_text();
+            ++plans;
+            for (const LayerStep& s : plan.steps) launches += s.jit();
+          }
+        }
+      }
+    }
+    EXPECT_GT(plans, 10u) << p.config.name;
+    RecordProperty(str_cat(p.config.name, "_", backend_name(p.backend), "_launches"), static_cast<int>(launches));
+  }
+}
+
+RC_GTEST_PROP(MoeLayerPlan, everyLaunchOfARandomBatchHitsAWarmedKey, ()) {
+  static const std::vector<ConfigBackend> pairs = runnable_pairs();
+  const ConfigBackend& p = pairs[*rc::gen::inRange<std::size_t>(0, pairs.size()).as("config and backend")];
+  const ModelConfig& c = p.config;
+  const bool decode = *rc::gen::arbitrary<bool>().as("decode");
+  // Decode: one token per running sequence; chunked prefill: any count up to the token budget.
+  const std::int64_t hi = decode ? c.max_num_seqs : c.max_num_batched_tokens;
+  const std::vector<std::int64_t> marks = token_marks(c);
+  const std::int64_t t =
+      *rc::gen::oneOf(rc::gen::inRange<std::int64_t>(1, hi + 1), rc::gen::elementOf(marks)).as("num_tokens");
+  RC_PRE(t <= c.max_num_batched_tokens);
+  const bool hash = c.num_hash_layers > 0 && *rc::gen::arbitrary<bool>().as("hash layer");
+  const std::int64_t images = c.vision ? *rc::gen::inRange<std::int64_t>(0, t + 1).as("image tokens") : 0;
+  const std::vector<DType> ids = batch_ids_dtypes(c);
+  const DType id = ids[*rc::gen::inRange<std::size_t>(0, ids.size()).as("ids dtype")];
+  RC_CLASSIFY(t <= 16, "T <= 16");
+  RC_CLASSIFY(t > 1024, "T > 1024");
+  RC_TAG(c.name, backend_name(p.backend));
+  MetaLayerTensors meta;
+  const LayerPlan plan = plan_layer(c, p.backend, LayerBatch{t, decode, hash, images, id}, meta);
+  const std::vector<std::string> problems = unwarmed_steps(plan);
+  RC_ASSERT(problems.empty());
+}
+
+TEST(MoeLayerPlan, stepsFollowTheLayerOrder) {
+  ModelConfig c = load_config("tiny");  // identity experts, hash layers, vision
+  MetaLayerTensors meta;
+  const LayerPlan plan = plan_layer(c, LayerBackend::bf16, LayerBatch{64, false, false, 3, DType::i32}, meta);
+  std::vector<std::string> names;
+  for (const LayerStep& s : plan.steps) names.push_back(s.name);
+  const std::vector<std::string> want = {"router", "identity", "align",   "clear_expert_out", "w13",      "shared_w13",
+                                         "swiglu", "w2",       "mul_sum", "add_identity",     "shared_w2"};
+  EXPECT_EQ(names, want) << plan.to_text();
+  // W13 and W2 share moe_align's layout; the router runs VL with the sentinel window.
+  const auto& w13 = std::get<FusedMoeArgs>(*plan.steps[4].args);
+  const auto& w2 = std::get<FusedMoeArgs>(*plan.steps[7].args);
+  EXPECT_EQ(w13.expert_ids.size(0), w2.expert_ids.size(0));
+  EXPECT_TRUE(w2.topk_weights.has_value());
+  EXPECT_FALSE(w13.topk_weights.has_value());
+  const auto& r = std::get<Dsv4TopkArgs>(*plan.steps[0].args);
+  EXPECT_EQ(r.sentinel_lo, c.image_sentinel_lo);
+  EXPECT_TRUE(r.bias_vl.has_value());
+  // The SwiGLU launch covers the routed entries and the shared expert's rows.
+  const auto& sw = std::get<SwigluLimitArgs>(*plan.steps[6].args);
+  EXPECT_EQ(sw.input.size(0), 64 * c.num_experts_per_tok + 64);
+}
+
+// The check is not vacuous: the shared expert's SwiGLU as a launch of its own (R = T rows) would
+// compile at runtime for T = 1 (rep(1) is no routed row count's class), and a W2 tile outside the
+// warmed table is caught too.
+TEST(MoeLayerPlan, anUnwarmedLaunchIsCaught) {
+  const ModelConfig c = load_config("dsv4-flash");
+  MetaLayerTensors meta;
+  LayerPlan plan = plan_layer(c, LayerBackend::bf16, LayerBatch{1, true, false, 0, DType::i32}, meta);
+  ASSERT_TRUE(unwarmed_steps(plan).empty());
+  for (LayerStep& s : plan.steps) {
+    if (s.name != "swiglu") continue;
+    auto& sw = std::get<SwigluLimitArgs>(*s.args);
+    sw.input = Tensor::meta(c.act_dtype, {1, 2 * c.moe_intermediate_size});
+    sw.topk_ids = Tensor::meta(DType::i32, {1});
+    sw.out = Tensor::meta(c.act_dtype, {1, c.moe_intermediate_size});
+  }
+  std::vector<std::string> problems = unwarmed_steps(plan);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("swiglu"), std::string::npos) << problems[0];
+
+  LayerPlan prefill = plan_layer(c, LayerBackend::bf16, LayerBatch{4096, false, false, 0, DType::i32}, meta);
+  for (LayerStep& s : prefill.steps) {
+    if (s.name == "w2") std::get<FusedMoeArgs>(*s.args).tile = FusedMoeTile{16, 128, 64, 1, 8, 3};
+  }
+  problems = unwarmed_steps(prefill);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find("step w2"), std::string::npos) << problems[0];
+}
+
+TEST(MoeLayerPlan, decodeOfAFewTokensUsesTheNaiveLayout) {
+  const ModelConfig c = load_config("dsv4-flash");
+  MetaLayerTensors meta;
+  const LayerPlan plan = plan_layer(c, LayerBackend::bf16, LayerBatch{1, true, true, 0, DType::i32}, meta);
+  EXPECT_TRUE(plan.naive);
+  for (const LayerStep& s : plan.steps) EXPECT_NE(s.kernel, "moe_align");
+  const auto& r = std::get<Dsv4TopkArgs>(*plan.steps[0].args);
+  EXPECT_TRUE(r.tid2eid.has_value());
+  EXPECT_FALSE(r.bias.has_value());
+  EXPECT_TRUE(r.launch_pdl);
+}
+
+TEST(MoeLayerPlan, fp8QuantisesBothGemmInputs) {
+  const ModelConfig c = load_config("dsv4-flash-fp8");
+  MetaLayerTensors meta;
+  const LayerPlan plan = plan_layer(c, LayerBackend::fp8, LayerBatch{512, false, false, 0, DType::i32}, meta);
+  std::vector<std::string> names;
+  for (const LayerStep& s : plan.steps) names.push_back(s.name);
+  EXPECT_NE(std::find(names.begin(), names.end(), "quant_hidden"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "quant_act"), names.end());
+  for (const LayerStep& s : plan.steps) {
+    if (s.kernel == "fused_moe") {
+      EXPECT_EQ(std::get<FusedMoeArgs>(*s.args).a.dtype(), DType::f8e4m3) << s.name;
+    }
+  }
+  EXPECT_TRUE(unwarmed_steps(plan).empty());
+}
+
+TEST(MoeLayerPlan, badBatchesAreRefusedWithTheField) {
+  const ModelConfig c = load_config("dsv4-flash");
+  MetaLayerTensors meta;
+  auto msg = [&](LayerBackend b, LayerBatch batch) {
+    try {
+      plan_layer(c, b, batch, meta);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(msg(LayerBackend::bf16, {0}).find("num_tokens 0"), std::string::npos);
+  EXPECT_NE(msg(LayerBackend::bf16, {8193}).find("num_tokens 8193"), std::string::npos);
+  EXPECT_NE(msg(LayerBackend::bf16, {4, true, false, 5}).find("image_tokens 5"), std::string::npos);
+  EXPECT_NE(msg(LayerBackend::bf16, {4, true, false, 0, DType::i64}).find("ids dtype i64"), std::string::npos);
+  EXPECT_NE(msg(LayerBackend::fp8, {4}).find("no 'fp8'"), std::string::npos);
+  // The nvfp4 hook: refused by name until the kernel lands.
+  EXPECT_NE(msg(LayerBackend::nvfp4, {4}).find("nvfp4_moe"), std::string::npos);
+  EXPECT_THROW(parse_backend("fp4"), InputError);
+  EXPECT_EQ(parse_backend("fp8"), LayerBackend::fp8);
+}
+
+TEST(MoeLayerPlan, rooflineCountsTouchedExpertsAndFlops) {
+  const ModelConfig c = load_config("dsv4-flash");
+  const LayerCost one = layer_cost(c, LayerBackend::bf16, 1);
+  const double expert = 3.0 * 4096 * 2048 * 2;
+  // T = 1 touches K = 6 experts, plus the shared one.
+  EXPECT_NEAR(one.weight_bytes, 7 * expert, 1e-6 * expert);
+  EXPECT_DOUBLE_EQ(one.flops, 2.0 * 7 * 3 * 4096 * 2048);
+  const LayerCost big = layer_cost(c, LayerBackend::bf16, 8192);
+  EXPECT_NEAR(big.weight_bytes, 257 * expert, 1e-3 * expert);  // every expert
+  EXPECT_LT(layer_cost(c, LayerBackend::nvfp4, 1).weight_bytes, layer_cost(c, LayerBackend::fp8, 1).weight_bytes);
+}
+
+}  // namespace
+}  // namespace warmkey::layer
