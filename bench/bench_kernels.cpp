@@ -85,6 +85,17 @@ const std::vector<BenchKernel>& size_table() {
        [](const NumericCase& c) {  // one multiply-add per expert output element
          return 2.0 * static_cast<double>(c.input("x").numel());
        }},
+      // Expert parallelism at EP 2 (tokens per rank; the receive buffers hold every rank's rows).
+      {"megamoe_prepare", "dsv4-flash-ep2-eplb", {1, 64, 8192}},
+      {"deepep_globalize", "dsv4-flash-ep2-eplb", {1, 64, 8192}},
+      {"ep_scatter",
+       "dsv4-flash-ep2-eplb",
+       {1, 64, 2048},
+       [](const NumericCase& c) {  // each received row read and written once per slot (at most K)
+         const HostTensor& x = c.input("recv_x");
+         return 2.0 * tensor_bytes(x) * static_cast<double>(c.input("recv_topk").shape.at(1));
+       }},
+      {"ep_gather", "dsv4-flash-ep2-eplb", {1, 64, 2048}},
   };
   return rows;
 }

@@ -6,10 +6,14 @@
 #include "equivalence/oracles/batched_moe.h"
 #include "equivalence/oracles/compute_identity.h"
 #include "equivalence/oracles/count_expert_tokens.h"
+#include "equivalence/oracles/deepep_globalize.h"
 #include "equivalence/oracles/dsv4_topk.h"
+#include "equivalence/oracles/ep_gather.h"
+#include "equivalence/oracles/ep_scatter.h"
 #include "equivalence/oracles/eplb_map.h"
 #include "equivalence/oracles/fused_moe.h"
 #include "equivalence/oracles/lora_moe.h"
+#include "equivalence/oracles/megamoe_prepare.h"
 #include "equivalence/oracles/moe_align.h"
 #include "equivalence/oracles/moe_mul_sum.h"
 #include "equivalence/oracles/nvfp4_moe.h"
@@ -17,10 +21,14 @@
 #include "spaces/batched_moe.h"
 #include "spaces/compute_identity.h"
 #include "spaces/count_expert_tokens.h"
+#include "spaces/deepep_globalize.h"
 #include "spaces/dsv4_topk.h"
+#include "spaces/ep_gather.h"
+#include "spaces/ep_scatter.h"
 #include "spaces/eplb_map.h"
 #include "spaces/fused_moe.h"
 #include "spaces/lora_moe.h"
+#include "spaces/megamoe_prepare.h"
 #include "spaces/moe_align.h"
 #include "spaces/moe_mul_sum.h"
 #include "spaces/nvfp4_moe.h"
@@ -40,6 +48,11 @@ std::vector<Mutant> swiglu_limit_mutants();
 std::vector<Mutant> lora_moe_mutants();
 std::vector<Mutant> compute_identity_mutants();
 std::vector<Mutant> moe_mul_sum_mutants();
+// Expert parallelism (docs/EP.md).
+std::vector<Mutant> deepep_globalize_mutants();
+std::vector<Mutant> ep_scatter_mutants();
+std::vector<Mutant> ep_gather_mutants();
+std::vector<Mutant> megamoe_prepare_mutants();
 
 const std::vector<KernelDescriptor>& kernel_table() {
   static const std::vector<KernelDescriptor> rows = [] {
@@ -55,6 +68,11 @@ const std::vector<KernelDescriptor>& kernel_table() {
     t.push_back(kernel_row<spaces::LoraMoeSpace, LoraMoeOracle>(lora_moe_mutants()));
     t.push_back(kernel_row<spaces::ComputeIdentitySpace, ComputeIdentityOracle>(compute_identity_mutants()));
     t.push_back(kernel_row<spaces::MoeMulSumSpace, MoeMulSumOracle>(moe_mul_sum_mutants()));
+    // Expert parallelism: after the dispatch all-to-all, before the combine (docs/EP.md).
+    t.push_back(kernel_row<spaces::MegamoePrepareSpace, MegamoePrepareOracle>(megamoe_prepare_mutants()));
+    t.push_back(kernel_row<spaces::DeepepGlobalizeSpace, DeepepGlobalizeOracle>(deepep_globalize_mutants()));
+    t.push_back(kernel_row<spaces::EpScatterSpace, EpScatterOracle>(ep_scatter_mutants()));
+    t.push_back(kernel_row<spaces::EpGatherSpace, EpGatherOracle>(ep_gather_mutants()));
     return t;
   }();
   return rows;

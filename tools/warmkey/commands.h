@@ -28,5 +28,6 @@ void register_case_command(CLI::App& app, int* exit_code);
 void register_bundle_command(CLI::App& app, int* exit_code);
 void register_cache_command(CLI::App& app, int* exit_code);
 void register_layer_command(CLI::App& app, int* exit_code);
+void register_ep_command(CLI::App& app, int* exit_code);
 
 }  // namespace warmkey::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   warmkey::cli::register_bundle_command(app, &exit_code);
   warmkey::cli::register_cache_command(app, &exit_code);
   warmkey::cli::register_layer_command(app, &exit_code);
+  warmkey::cli::register_ep_command(app, &exit_code);
   // CLI11 reports a misspelt subcommand as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;

@@ -1,0 +1,60 @@
+// ep_gather on the CPU: the reference on a hand-checked combine, validation messages and the key.
+#include <gtest/gtest.h>
+
+#include "kernels/ep_gather/ep_gather.h"
+#include "reference/ep_gather.h"
+#include "spaces/ep_gather.h"
+#include "tests/support/expect_rejected.h"
+#include "tests/support/mutants.h"
+#include "warmup/model_config.h"
+
+namespace warmkey {
+namespace {
+
+const EpGather kKernel;
+
+TEST(EpGatherReference, sumsTheValidSlotsWeighted) {
+  reference::RowMatrixXf in(3, 2);
+  in << 1, 2, 10, 20, 100, 200;
+  reference::IndexVector ids(4), index(4);  // 2 tokens, K = 2
+  ids << 5, 7, /* token 1 */ -1, 3;
+  index << 2, 0, /* token 1: slot 0 has id -1, slot 1 an index past M */ 1, 3;
+  reference::RowMatrixXf w(2, 2);
+  w << 0.5f, 2, 4, 8;
+  reference::RowMatrixXf out(2, 2);
+  reference::ep_gather(in, ids, w, index, out, DType::f32);
+  EXPECT_EQ(out(0, 0), 52.0f);
+  EXPECT_EQ(out(0, 1), 104.0f);
+  EXPECT_EQ(out(1, 0), 0.0f);
+  EXPECT_EQ(out(1, 1), 0.0f);
+}
+
+TEST(EpGatherValidation, errorsNameKernelFieldAndValue) {
+  const EpGatherArgs good = spaces::EpGatherSpace::make(DType::bf16, 7, 6, 64, 1024, 0, 0);
+  EXPECT_NO_THROW(kKernel.validate(good));
+  EXPECT_FALSE(kKernel.launches(spaces::EpGatherSpace::make(DType::bf16, 0, 6, 64, 1024, 0, 0)));
+  EpGatherArgs a = good;
+  a.input_index = Tensor::meta(DType::i64, {7, 6});
+  test::expect_rejected(kKernel, a, "input_index", "i64");
+  a = good;
+  a.output = Tensor::meta(DType::bf16, {7, 65});
+  test::expect_rejected(kKernel, a, "output", "size 65");
+  a = good;
+  a.recv_topk_weight = Tensor::meta(DType::f32, {7, 5});
+  test::expect_rejected(kKernel, a, "recv_topk_weight", "size 5");
+}
+
+TEST(EpGatherKey, holdsDtypesAndAlignment) {
+  const auto bf16 = spaces::EpGatherSpace::make(DType::bf16, 7, 6, 64, 1024, 0, 0);
+  const auto f16 = spaces::EpGatherSpace::make(DType::f16, 7, 6, 64, 1024, 0, 0);
+  const auto misaligned = spaces::EpGatherSpace::make(DType::bf16, 7, 6, 64, 1024, 0, 2);
+  EXPECT_NE(kKernel.bound_key(bf16), kKernel.bound_key(f16));
+  EXPECT_NE(kKernel.bound_key(bf16), kKernel.bound_key(misaligned));
+  const ModelConfig ep = load_config("dsv4-flash-ep2-eplb");
+  EXPECT_TRUE(
+      test::warms(kKernel, ep, kKernel.bound_key(spaces::EpGatherSpace::make(DType::bf16, 7, 6, 4096, 2048, 0, 2))));
+  EXPECT_TRUE(test::warmup_findings(kKernel, ep).empty());
+}
+
+}  // namespace
+}  // namespace warmkey
