@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,7 +28,9 @@ struct TransparentHash {
 // (which do not depend on the config) shared by all of them. A hit skips decoding the config: the
 // same first bytes decode to the same config, and the runtime input is read from the bytes after.
 struct FuzzState {
-  // Warm sets are dropped all at once when their keys pass this many (bounded memory).
+  // Past this many keys in all, the oldest warm sets are dropped, one or two per new config: bounded
+  // memory without a pause (dropping thousands of sets at once once stalled an input past
+  // libFuzzer's -timeout on a loaded machine: fuzz/regressions/compute_identity/reports/).
   static constexpr std::size_t kMaxKeys = std::size_t{1} << 15;
 
   const spaces::InputSpace* space = nullptr;
@@ -35,10 +38,11 @@ struct FuzzState {
   std::unique_ptr<Kernel> planted;  // WARMKEY_FUZZ_MUTANT's mutant, when it names one of this kernel
   WarmupMemo memo;
   std::unordered_map<std::string, std::unique_ptr<WarmSet>, TransparentHash, std::equal_to<>> by_prefix;
-  std::vector<std::size_t> lengths;  // the distinct prefix lengths of by_prefix, ascending
+  std::vector<std::size_t> lengths;  // the distinct prefix lengths of by_prefix (or once in it), ascending
+  std::deque<std::string> order;     // by_prefix's ids, oldest first
   std::size_t keys = 0;
   // Counters (WARMKEY_FUZZ_STATS=1 prints them at exit).
-  std::size_t hits = 0, misses = 0, resets = 0;
+  std::size_t hits = 0, misses = 0, evicted = 0;
 
   // The warm set whose config the input's first bytes decode to, and their count; nullptr if none yet.
   std::pair<const WarmSet*, std::size_t> find(const std::uint8_t* data, std::size_t size) const {
@@ -59,11 +63,12 @@ struct FuzzState {
 
   const WarmSet& add(const std::uint8_t* data, std::size_t size, std::size_t config_bytes, const ModelConfig& config) {
     ++misses;
-    if (keys >= kMaxKeys) {
-      ++resets;
-      by_prefix.clear();
-      lengths.clear();
-      keys = 0;
+    while (keys >= kMaxKeys && !order.empty()) {
+      ++evicted;
+      auto old = by_prefix.find(order.front());
+      keys -= old->second->keys().size() + 1;
+      by_prefix.erase(old);
+      order.pop_front();
     }
     std::string id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
     id.append(config_bytes - id.size(), '\0');
@@ -73,6 +78,7 @@ struct FuzzState {
       lengths.push_back(config_bytes);
       std::sort(lengths.begin(), lengths.end());
     }
+    order.push_back(id);
     return *by_prefix.emplace(std::move(id), std::move(warm)).first->second;
   }
 };
@@ -86,8 +92,8 @@ FuzzState& state_of(std::string_view kernel) {
     if (e != nullptr && *e != '\0' && *e != '0') {
       std::atexit([] {
         for (auto& [name, st] : states)
-          std::fprintf(stderr, "warmkey fuzz stats: %s: config prefixes hit %zu, new %zu, resets %zu, memo keys %zu\n",
-                       name.c_str(), st->hits, st->misses, st->resets, st->memo.size());
+          std::fprintf(stderr, "warmkey fuzz stats: %s: config prefixes hit %zu, new %zu, evicted %zu, memo keys %zu\n",
+                       name.c_str(), st->hits, st->misses, st->evicted, st->memo.size());
       });
     }
     return true;

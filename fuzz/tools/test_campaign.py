@@ -25,7 +25,7 @@ def campaign(tool, bin_dir, scratch, name, env, *extra):
     shutil.copytree(os.path.join(SOURCE, "fuzz", "corpus", "moe_align"), os.path.join(corpus, "moe_align"))
     cmd = [sys.executable, tool, "--bin-dir", bin_dir, "--runs", "3000", "--workers", "1", "--out",
            os.path.join(work, "out"), "--corpus", corpus, "--regressions", os.path.join(work, "regressions"),
-           "--minimize-time", "5", "--json", "--quiet", *extra, "moe_align"]
+           "--minimize-time", "5", "--max-restarts", "0", "--json", "--quiet", *extra, "moe_align"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     try:
         summary = json.loads(p.stdout)
