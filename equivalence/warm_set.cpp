@@ -1,6 +1,7 @@
 // Warm sets: warmup computed once per (kernel, config), with P1 and P5 checked on the way.
 #include "equivalence/warm_set.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -17,9 +18,20 @@ const CompileTarget& verification_target() {
   return target;
 }
 
+const spaces::WarmupFacts& WarmupMemo::facts(const spaces::InputSpace& space, const Kernel& kernel,
+                                             const CompileKey& key) {
+  if (kernel_ != &kernel || facts_.size() >= capacity_) {
+    facts_.clear();
+    kernel_ = &kernel;
+  }
+  auto it = facts_.find(key);
+  if (it == facts_.end()) it = facts_.emplace(key, space.run_warmup(kernel, key)).first;
+  return it->second;
+}
+
 WarmSet::WarmSet(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config, CompileTarget target,
-                 bool lazy)
-    : space_(&space), kernel_(&kernel), config_(config), target_(std::move(target)) {
+                 bool lazy, WarmupMemo* memo)
+    : space_(&space), kernel_(&kernel), config_(config), target_(std::move(target)), memo_(memo) {
   used_ = kernel.used_by(config);
   if (!used_) return;
   try {
@@ -34,10 +46,19 @@ WarmSet::WarmSet(const spaces::InputSpace& space, const Kernel& kernel, const Mo
     warmup_violations_.push_back(std::move(v));
     return;
   }
-  bounds_.resize(keys_.size());
-  done_.assign(keys_.size(), 0);
-  for (std::size_t i = 0; i < keys_.size(); ++i) key_index_.emplace(keys_[i], i);
+  key_hashes_.resize(keys_.size());
+  for (std::size_t i = 0; i < keys_.size(); ++i) key_hashes_[i] = {keys_[i].hash(), i};
+  std::sort(key_hashes_.begin(), key_hashes_.end());
   if (!lazy) ensure_all();
+}
+
+std::size_t WarmSet::index_of(const CompileKey& k) const {
+  const std::size_t h = k.hash();
+  auto it = std::lower_bound(key_hashes_.begin(), key_hashes_.end(), std::pair<std::size_t, std::size_t>{h, 0});
+  for (; it != key_hashes_.end() && it->first == h; ++it) {
+    if (keys_[it->second] == k) return it->second;
+  }
+  return kNone;
 }
 
 void WarmSet::ensure_all() const {
@@ -55,7 +76,9 @@ void WarmSet::warm_key(std::size_t i) const {
   ++done_count_;
   const std::size_t total = keys_.size();
   const CompileKey& k = keys_[i];
-  spaces::WarmupFacts f = space_->run_warmup(*kernel_, k);
+  spaces::WarmupFacts own;
+  if (!memo_) own = space_->run_warmup(*kernel_, k);
+  const spaces::WarmupFacts& f = memo_ ? memo_->facts(*space_, *kernel_, k) : own;
   auto base = [&](Property p) {
     Violation v;
     v.property = p;
@@ -105,11 +128,11 @@ void WarmSet::warm_key(std::size_t i) const {
 }
 
 const BoundKey* WarmSet::bound_of(const CompileKey& k) const {
-  auto it = key_index_.find(k);
-  if (it == key_index_.end()) return nullptr;
-  ensure(it->second);
-  if (!bounds_[it->second]) return nullptr;
-  return &*bounds_[it->second];
+  const std::size_t i = index_of(k);
+  if (i == kNone) return nullptr;
+  ensure(i);
+  if (!bounds_[i]) return nullptr;
+  return &*bounds_[i];
 }
 
 const CompileKey* WarmSet::warmed_by(const BoundKey& b) const {

@@ -13,6 +13,22 @@
 
 namespace warmkey::equivalence {
 
+// What warmup_inputs -> validate -> dispatch -> bind give for each CompileKey of one kernel. They
+// do not depend on the config, so the warm sets of that kernel under many configs (the fuzz
+// oracle's) can share them: each key is then evaluated once per process, not once per config.
+// Bounded: past `capacity` keys it starts over.
+class WarmupMemo {
+ public:
+  explicit WarmupMemo(std::size_t capacity = 1 << 16) : capacity_(capacity) {}
+  const spaces::WarmupFacts& facts(const spaces::InputSpace& space, const Kernel& kernel, const CompileKey& key);
+  std::size_t size() const { return facts_.size(); }
+
+ private:
+  std::size_t capacity_;
+  const Kernel* kernel_ = nullptr;  // the one kernel (contract or mutant) the facts are of
+  std::unordered_map<CompileKey, spaces::WarmupFacts, CompileKeyHash> facts_;
+};
+
 // The target verification keys are made for: the default arch and options, and the NVRTC
 // version of the loaded library (as the runtime's compiler fills it).
 const CompileTarget& verification_target();
@@ -22,8 +38,10 @@ class WarmSet {
   // Computes warmup_keys(config) and, per key, warmup_inputs -> validate -> dispatch -> bind:
   // all at once, or (lazy) each key when a lookup first needs it (the fuzz oracle: a new config
   // then costs only warmup_keys()). A kernel the config does not use has an empty set.
+  // A memo (of this kernel) shares the per-key evaluations with other warm sets; the caller keeps
+  // it alive as long as this set.
   WarmSet(const spaces::InputSpace& space, const Kernel& kernel, const ModelConfig& config,
-          CompileTarget target = verification_target(), bool lazy = false);
+          CompileTarget target = verification_target(), bool lazy = false, WarmupMemo* memo = nullptr);
 
   const spaces::InputSpace& space() const { return *space_; }
   const Kernel& kernel() const { return *kernel_; }
@@ -32,7 +50,7 @@ class WarmSet {
   bool used() const { return used_; }
 
   const std::vector<CompileKey>& keys() const { return keys_; }
-  bool has_key(const CompileKey& k) const { return key_index_.count(k) != 0; }
+  bool has_key(const CompileKey& k) const { return index_of(k) != kNone; }
   // The binary of warmup key k; nullptr when k is not a warmup key or its warmup failed.
   const BoundKey* bound_of(const CompileKey& k) const;
   // The warmup key whose binary b is; nullptr when no warmup key compiles b (P2 fails).
@@ -53,8 +71,15 @@ class WarmSet {
   const CompileKey* nearest_key(const CompileKey& k) const;
 
  private:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  // The first index of k in keys_, or kNone.
+  std::size_t index_of(const CompileKey& k) const;
   void warm_key(std::size_t index) const;
   void ensure(std::size_t index) const {
+    if (done_.empty()) {
+      done_.assign(keys_.size(), 0);
+      bounds_.resize(keys_.size());
+    }
     if (!done_[index]) warm_key(index);
   }
   void ensure_all() const;
@@ -64,9 +89,11 @@ class WarmSet {
   ModelConfig config_;
   CompileTarget target_;
   bool used_ = false;
+  WarmupMemo* memo_ = nullptr;
   std::vector<CompileKey> keys_;
-  std::unordered_map<CompileKey, std::size_t, CompileKeyHash> key_index_;
-  // Filled per key by warm_key (at construction, or on demand when lazy).
+  // (hash, index) of each key, sorted: the lookup table of keys_ without copies of the keys.
+  std::vector<std::pair<std::size_t, std::size_t>> key_hashes_;
+  // Filled per key by warm_key (at construction, or on demand when lazy); sized on first use.
   mutable std::vector<char> done_;
   mutable std::size_t done_count_ = 0;
   mutable std::vector<std::optional<BoundKey>> bounds_;

@@ -1,7 +1,9 @@
 #!/bin/bash -eu
 # Builds warmkey's libFuzzer harnesses the OSS-Fuzz way: compilers and flags from $CC, $CXX,
-# $CFLAGS, $CXXFLAGS, the engine from $LIB_FUZZING_ENGINE, binaries and seed corpora
-# (<name>_seed_corpus.zip) into $OUT. Run from anywhere; defaults make a local libFuzzer build:
+# $CFLAGS, $CXXFLAGS, the engine from $LIB_FUZZING_ENGINE, binaries, seed corpora
+# (<name>_seed_corpus.zip) and dictionaries (<name>.dict, from fuzz/dict/) into $OUT. Run from
+# anywhere (ClusterFuzzLite runs it through .clusterfuzzlite/build.sh); defaults make a local
+# libFuzzer build:
 #   CC=clang CXX=clang++ fuzz/build.sh        # -> ./out/<stem>_fuzzer, ./out/<stem>_fuzzer_seed_corpus.zip
 SRC_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 : "${CC:=clang}"
@@ -31,5 +33,8 @@ for harness in "$WORK"/fuzz/*_fuzzer; do
   if [ -d "$corpus" ] && [ -n "$(ls -A "$corpus")" ]; then
     rm -f "$OUT/${name}_seed_corpus.zip"
     (cd "$corpus" && zip -q -j "$OUT/${name}_seed_corpus.zip" ./*)
+  fi
+  if [ -f "$SRC_DIR/fuzz/dict/$name.dict" ]; then
+    cp "$SRC_DIR/fuzz/dict/$name.dict" "$OUT/$name.dict"
   fi
 done

@@ -3,9 +3,10 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unordered_set>
 
 #include "warmup/error.h"
 
@@ -75,17 +76,25 @@ std::string CompileKey::to_string() const {
 }
 
 std::size_t CompileKey::hash() const {
-  XXH3_state_t st;
-  XXH3_64bits_reset(&st);
-  XXH3_64bits_update(&st, kernel_.data(), kernel_.size());
+  // Allocation-free (fuzzing and warmup hash keys by the thousand): each part chains into the seed
+  // of the next; names end with their terminator, values carry their alternative's index.
+  XXH64_hash_t h = XXH3_64bits(kernel_.data(), kernel_.size());
   for (auto& [name, value] : fields_) {
-    XXH3_64bits_update(&st, name.data(), name.size() + 1);  // includes the terminator as a separator
-    std::uint8_t idx = static_cast<std::uint8_t>(value.index());
-    XXH3_64bits_update(&st, &idx, 1);
-    std::string t = key_value_text(value);
-    XXH3_64bits_update(&st, t.data(), t.size() + 1);
+    h = XXH3_64bits_withSeed(name.c_str(), name.size() + 1, h);
+    std::uint8_t part[9] = {static_cast<std::uint8_t>(value.index())};
+    std::size_t n = 1;
+    if (const auto* i = std::get_if<std::int64_t>(&value)) {
+      std::memcpy(part + 1, i, sizeof(*i));
+      n += sizeof(*i);
+    } else if (const auto* b = std::get_if<bool>(&value)) {
+      part[n++] = *b ? 1 : 0;
+    } else if (const auto* d = std::get_if<DType>(&value)) {
+      part[n++] = static_cast<std::uint8_t>(*d);
+    }
+    h = XXH3_64bits_withSeed(part, n, h);
+    if (const auto* t = std::get_if<std::string>(&value)) h = XXH3_64bits_withSeed(t->c_str(), t->size() + 1, h);
   }
-  return static_cast<std::size_t>(XXH3_64bits_digest(&st));
+  return static_cast<std::size_t>(h);
 }
 
 std::ostream& operator<<(std::ostream& os, const CompileKey& k) { return os << k.to_string(); }
@@ -107,11 +116,34 @@ std::vector<std::string> diff(const CompileKey& from, const CompileKey& to) {
 }
 
 std::vector<CompileKey> dedup(std::vector<CompileKey> keys) {
-  std::unordered_set<CompileKey, CompileKeyHash> seen;
+  // Sorted (hash, index) pairs instead of a set of copies: a key is dropped when an earlier one of
+  // the same hash equals it, so the first of each run of equal keys stays, in input order.
+  const std::size_t n = keys.size();
+  if (n < 2) return keys;
+  std::vector<std::pair<std::size_t, std::size_t>> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = {keys[i].hash(), i};
+  std::sort(order.begin(), order.end());
+  std::vector<char> drop(n, 0);
+  bool any = false;
+  for (std::size_t a = 0; a < n;) {
+    std::size_t b = a + 1;
+    while (b < n && order[b].first == order[a].first) ++b;
+    for (std::size_t j = a + 1; j < b; ++j) {
+      for (std::size_t i = a; i < j; ++i) {
+        if (!drop[order[i].second] && keys[order[i].second] == keys[order[j].second]) {
+          drop[order[j].second] = 1;
+          any = true;
+          break;
+        }
+      }
+    }
+    a = b;
+  }
+  if (!any) return keys;
   std::vector<CompileKey> out;
-  out.reserve(keys.size());
-  for (auto& k : keys) {
-    if (seen.insert(k).second) out.push_back(std::move(k));
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!drop[i]) out.push_back(std::move(keys[i]));
   }
   return out;
 }

@@ -51,6 +51,7 @@ class CompileKey {
   static CompileKey from_json(const nlohmann::json& j);
 
  private:
+  friend class KeySpace;  // enumerates in place: extends and trims one key depth-first
   std::string kernel_;
   std::vector<Field> fields_;
 };

@@ -117,35 +117,66 @@ KeySpace& KeySpace::map(std::function<CompileKey(const CompileKey&)> fn) {
   return *this;
 }
 
+// Depth-first over the steps with one key extended and trimmed in place: a leaf is copied out once,
+// in the order the steps declare (the first step's choice varies slowest), which is the order of
+// building every partial key step by step. Distinct partial keys stay distinct through choices and
+// zips of distinct rows (each key gains the same fields), derives and filters, so only a map (or a
+// repeated row) can make duplicates: only then is the result deduplicated (first occurrence kept,
+// which is what deduplicating after every step keeps, the steps being functions of the key).
+void KeySpace::walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& out) const {
+  if (step == steps_.size()) {
+    out.push_back(key);
+    return;
+  }
+  const Step& s = steps_[step];
+  const std::size_t n = key.fields_.size();
+  switch (s.kind) {
+    case Step::kChoices:
+    case Step::kZip:
+      for (const auto& row : s.rows) {
+        for (std::size_t i = 0; i < s.fields.size(); ++i) key.fields_.emplace_back(s.fields[i], row.at(i));
+        walk(step + 1, key, out);
+        key.fields_.erase(key.fields_.begin() + static_cast<std::ptrdiff_t>(n), key.fields_.end());
+      }
+      break;
+    case Step::kWhere:
+      if (s.pred(key)) walk(step + 1, key, out);
+      break;
+    case Step::kDerive:
+      key.fields_.emplace_back(s.fields[0], s.derive(key));
+      walk(step + 1, key, out);
+      key.fields_.pop_back();
+      break;
+    case Step::kMap: {
+      CompileKey mapped = s.map(key);
+      walk(step + 1, mapped, out);
+      break;
+    }
+  }
+}
+
 std::vector<CompileKey> KeySpace::enumerate() const {
-  std::vector<CompileKey> partial{CompileKey(kernel_, {})};
+  bool may_repeat = false;
+  std::size_t fields = 0;
   for (const Step& s : steps_) {
-    std::vector<CompileKey> next;
-    for (const CompileKey& k : partial) {
-      switch (s.kind) {
-        case Step::kChoices:
-        case Step::kZip:
-          for (const auto& row : s.rows) {
-            auto fields = k.fields();
-            for (std::size_t i = 0; i < s.fields.size(); ++i) fields.emplace_back(s.fields[i], row.at(i));
-            next.emplace_back(kernel_, std::move(fields));
-          }
-          break;
-        case Step::kWhere:
-          if (s.pred(k)) next.push_back(k);
-          break;
-        case Step::kDerive: {
-          auto fields = k.fields();
-          fields.emplace_back(s.fields[0], s.derive(k));
-          next.emplace_back(kernel_, std::move(fields));
-          break;
-        }
-        case Step::kMap: next.push_back(s.map(k)); break;
+    fields += s.fields.size();
+    if (s.kind == Step::kMap) may_repeat = true;
+    if (s.kind != Step::kChoices && s.kind != Step::kZip) continue;
+    const std::size_t nf = s.fields.size();
+    for (std::size_t r = 1; r < s.rows.size() && !may_repeat; ++r) {
+      for (std::size_t q = 0; q < r && !may_repeat; ++q) {
+        // Rows agree on the fields they give (a longer row's extra values are never read).
+        may_repeat =
+            s.rows[q].size() >= nf && s.rows[r].size() >= nf &&
+            std::equal(s.rows[q].begin(), s.rows[q].begin() + static_cast<std::ptrdiff_t>(nf), s.rows[r].begin());
       }
     }
-    partial = dedup(std::move(next));
   }
-  return partial;
+  std::vector<CompileKey> out;
+  CompileKey key(kernel_, {});
+  key.fields_.reserve(fields);
+  walk(0, key, out);
+  return may_repeat ? dedup(std::move(out)) : out;
 }
 
 std::vector<KeyValue> int_values(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }

@@ -51,6 +51,7 @@ class KeySpace {
     std::function<KeyValue(const CompileKey&)> derive;
     std::function<CompileKey(const CompileKey&)> map;
   };
+  void walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& out) const;
   std::string kernel_;
   std::vector<Step> steps_;
 };
