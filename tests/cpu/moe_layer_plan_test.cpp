@@ -200,6 +200,16 @@ TEST(MoeLayerPlan, anUnwarmedLaunchIsCaught) {
   problems = unwarmed_steps(prefill);
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems[0].find("step w2"), std::string::npos) << problems[0];
+  // The same for nvfp4_moe: a W13 tile its warmup never lists at this token count.
+  const ModelConfig f = load_config("dsv4-flash-nvfp4");
+  LayerPlan fp4 = plan_layer(f, LayerBackend::nvfp4, LayerBatch{4096, false, false, 0, DType::i32}, meta);
+  ASSERT_TRUE(unwarmed_steps(fp4).empty());
+  for (LayerStep& s : fp4.steps) {
+    if (s.name == "w13") std::get<Nvfp4MoeArgs>(*s.args).tile = FusedMoeTile{16, 64, 64, 1, 4, 6};
+  }
+  problems = unwarmed_steps(fp4);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find("step w13 (nvfp4_moe)"), std::string::npos) << problems[0];
 }
 
 TEST(MoeLayerPlan, decodeOfAFewTokensUsesTheNaiveLayout) {
