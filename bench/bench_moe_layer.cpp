@@ -9,7 +9,10 @@
 //                     combine), swiglu_limit; the host builds the per-expert order from the routed
 //                     ids (one device-to-host copy per layer: timed, as an engine doing this pays it);
 //                     finalize also reads a zero LoRA delta [T, K, H] (the kernel requires one)
-// Both report ms per layer, tokens/s and the roofline figure of layer_cost (weight GB/s at decode,
+//   BM_layer_warmkey_nvfp4  the nvfp4 backend's layer (dsv4-flash-nvfp4: nvfp4_moe for the routed
+//                     GEMMs, packed e2m1 weights with e4m3 block and fp32 global scales), run the
+//                     same way; its roofline counts the packed weight bytes (layer_cost)
+// All report ms per layer, tokens/s and the roofline figure of layer_cost (weight GB/s at decode,
 // TFLOP/s at prefill). The warmkey figure is the sum of the steps' CUDA-event times; the cuBLAS
 // figure is the wall time of a synchronised layer (it includes the host's sort and the copies it
 // needs). Random inputs; the numbers are compared in PERFORMANCE.md, never asserted.
@@ -31,9 +34,10 @@ namespace {
 
 const std::vector<std::int64_t> kTokens = {1, 8, 64, 256, 2048, 8192};
 
-void report(benchmark::State& state, std::int64_t t, double ms) {
-  const ModelConfig c = load_config("dsv4-flash");
-  const layer::LayerCost cost = layer::layer_cost(c, layer::LayerBackend::bf16, t);
+void report(benchmark::State& state, std::int64_t t, double ms, const std::string& config = "dsv4-flash",
+            layer::LayerBackend backend = layer::LayerBackend::bf16) {
+  const ModelConfig c = load_config(config);
+  const layer::LayerCost cost = layer::layer_cost(c, backend, t);
   state.counters["ms"] = ms;
   state.counters["tokens_per_s"] = ms > 0 ? static_cast<double>(t) / (ms * 1e-3) : 0;
   if (t <= 256) {
@@ -43,15 +47,25 @@ void report(benchmark::State& state, std::int64_t t, double ms) {
   }
 }
 
-void BM_layer_warmkey(benchmark::State& state) {
-  if (!device_or_skip(state)) return;
-  static const layer::LayerRunReport r = [] {
+// One run_layer per program and (config, backend): every token count in one call.
+const layer::LayerRunReport& layer_report(const std::string& config, layer::LayerBackend backend) {
+  static std::map<std::pair<std::string, layer::LayerBackend>, layer::LayerRunReport> reports;
+  auto it = reports.find({config, backend});
+  if (it == reports.end()) {
     layer::LayerRunOptions o;
+    o.config = config;
+    o.backend = backend;
     o.tokens = kTokens;
     o.check_tokens = 4;
     o.iterations = 20;
-    return layer::run_layer(o);
-  }();
+    it = reports.emplace(std::make_pair(config, backend), layer::run_layer(o)).first;
+  }
+  return it->second;
+}
+
+void run_warmkey(benchmark::State& state, const std::string& config, layer::LayerBackend backend) {
+  if (!device_or_skip(state)) return;
+  const layer::LayerRunReport& r = layer_report(config, backend);
   const std::int64_t t = state.range(0);
   const auto row =
       std::find_if(r.rows.begin(), r.rows.end(), [&](const layer::LayerRunRow& x) { return x.tokens == t; });
@@ -62,8 +76,14 @@ void BM_layer_warmkey(benchmark::State& state) {
     return;
   }
   for (auto _ : state) state.SetIterationTime(row->ms * 1e-3);
-  report(state, t, row->ms);
+  report(state, t, row->ms, config, backend);
   for (const layer::LayerStepTime& s : row->steps) state.counters["share_" + s.name] = s.ms / std::max(row->ms, 1e-12);
+}
+
+void BM_layer_warmkey(benchmark::State& state) { run_warmkey(state, "dsv4-flash", layer::LayerBackend::bf16); }
+
+void BM_layer_warmkey_nvfp4(benchmark::State& state) {
+  run_warmkey(state, "dsv4-flash-nvfp4", layer::LayerBackend::nvfp4);
 }
 
 // The cuBLAS-composed layer's device buffers for T tokens (weights shared by every T).
@@ -227,6 +247,7 @@ void token_args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_layer_warmkey)->Apply(token_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_layer_warmkey_nvfp4)->Apply(token_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_layer_cublas)->Apply(token_args)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);
 
 }  // namespace

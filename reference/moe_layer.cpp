@@ -2,6 +2,7 @@
 #include "reference/moe_layer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -20,13 +21,39 @@ namespace {
 
 constexpr Eigen::Index kBlock = 128;
 
+// nvfp4: the packed tensor of N rows by K per expert, activations nvfp4_moe takes.
+bool fp4_ok(const MoeLayerShape& s, const std::optional<MoeLayerNvfp4Weights>& w, Eigen::Index n, Eigen::Index k) {
+  return w && (s.act == DType::bf16 || s.act == DType::f16) && k % 16 == 0 && w->b.rows() == s.experts * n &&
+         w->b.cols() == k / 2 && w->b_scale.rows() == s.experts * n && w->b_scale.cols() == k / 16 &&
+         w->global.size() == s.experts;
+}
+
+// nvfp4: rows [row0, row0 + rows) of a packed tensor decoded (without the global scale), through
+// host_dtype's unpack_e2m1 and e4m3 decoder (the composed path decodes with nvfp4_decode).
+RowMatrixXf decode_rows(const MoeLayerNvfp4Weights& w, Eigen::Index row0, Eigen::Index rows) {
+  static const std::array<float, 256> e4m3 = [] {
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) t[static_cast<std::size_t>(v)] = f8e4m3_bits_to_float(static_cast<std::uint8_t>(v));
+    return t;
+  }();
+  const Eigen::Index k = 2 * w.b.cols();
+  RowMatrixXf out(rows, k);
+  for (Eigen::Index r = 0; r < rows; ++r) {
+    unpack_e2m1(w.b.row(row0 + r).data(), k, out.row(r).data());
+    for (Eigen::Index j = 0; j < k; ++j) out(r, j) *= e4m3[w.b_scale(row0 + r, j / 16)];
+  }
+  return out;
+}
+
 void check_shapes(const MoeLayerShape& s, const MoeLayerWeights& w, const MoeLayerInputs& in, bool hash) {
   const Eigen::Index t = in.hidden.rows(), routed = in.logits.cols();
   const bool ok =
       in.hidden.cols() == s.hidden && in.logits.rows() == t && in.input_ids.size() == t && routed >= s.experts &&
       routed <= s.experts + s.identity && s.top_k >= 1 && s.top_k <= routed &&
-      w.w13.rows() == s.experts * 2 * s.inter && w.w13.cols() == s.hidden && w.w2.rows() == s.experts * s.hidden &&
-      w.w2.cols() == s.inter && w.bias.size() == routed && (!w.bias_vl || w.bias_vl->size() == routed) &&
+      (s.nvfp4 ? fp4_ok(s, w.w13_fp4, 2 * s.inter, s.hidden) && fp4_ok(s, w.w2_fp4, s.hidden, s.inter)
+               : w.w13.rows() == s.experts * 2 * s.inter && w.w13.cols() == s.hidden &&
+                     w.w2.rows() == s.experts * s.hidden && w.w2.cols() == s.inter) &&
+      !(s.nvfp4 && s.fp8) && w.bias.size() == routed && (!w.bias_vl || w.bias_vl->size() == routed) &&
       (!hash || w.tid2eid) &&
       (s.shared_inter == 0 || (w.shared_w13.rows() == 2 * s.shared_inter && w.shared_w13.cols() == s.hidden &&
                                w.shared_w2.rows() == s.hidden && w.shared_w2.cols() == s.shared_inter)) &&
@@ -34,7 +61,11 @@ void check_shapes(const MoeLayerShape& s, const MoeLayerWeights& w, const MoeLay
   if (!ok)
     throw Error(str_cat("reference moe_layer: inconsistent shapes: hidden ", t, "x", in.hidden.cols(), ", logits ",
                         in.logits.rows(), "x", routed, ", w13 ", w.w13.rows(), "x", w.w13.cols(), ", w2 ", w.w2.rows(),
-                        "x", w.w2.cols(), ", H ", s.hidden, ", I ", s.inter, ", E ", s.experts, ", K ", s.top_k));
+                        "x", w.w2.cols(), ", H ", s.hidden, ", I ", s.inter, ", E ", s.experts, ", K ", s.top_k,
+                        ", act ", dtype_name(s.act),
+                        s.nvfp4 ? " (nvfp4: w13_fp4 / w2_fp4 packed [E*N, K/2], scales [E*N, K/16], global [E]; "
+                                  "act bf16 or f16)"
+                                : ""));
 }
 
 float rnd(const MoeLayerShape& s, double v) { return round_to_dtype(s.act, static_cast<float>(v)); }
@@ -187,6 +218,20 @@ MoeLayerOutput moe_layer(const MoeLayerShape& s, const MoeLayerWeights& w, const
       o.topk_weights(r, j) = wts[static_cast<std::size_t>(j)];
       if (e >= s.experts && e < s.experts + s.identity) identity_weight += wts[static_cast<std::size_t>(j)];
       if (e < 0 || e >= s.experts) continue;
+      const double wj = wts[static_cast<std::size_t>(j)];
+      if (s.nvfp4) {
+        // Row-major [rows, K] decoded blocks: a row is one output column's weights.
+        const RowMatrixXf d13 = decode_rows(*w.w13_fp4, e * 2 * i, 2 * i);
+        const Eigen::VectorXf g = (d13 * x) * w.w13_fp4->global(e);
+        Eigen::VectorXf a(i);
+        for (Eigen::Index c = 0; c < i; ++c) a(c) = rnd(s, swiglu(s, rnd(s, g(c)), rnd(s, g(i + c))));
+        const RowMatrixXf d2 = decode_rows(*w.w2_fp4, e * h, h);
+        const float g2s = w.w2_fp4->global(e);
+        const Eigen::VectorXf y = (d2 * a) * g2s;
+        for (Eigen::Index c = 0; c < h; ++c) routed(c) += rnd(s, wj * y(c));
+        var += wj * wj * static_cast<double>(g2s) * g2s * gemv_sq(a, nullptr, d2, nullptr, 0, h, 0);
+        continue;
+      }
       const Eigen::VectorXf g =
           gemv(s, xq, s.fp8 ? &xs : nullptr, w.w13, s.fp8 ? &*w.w13_scale : nullptr, e * 2 * i, 2 * i, e * g13);
       Eigen::VectorXf a(i);
@@ -195,7 +240,6 @@ MoeLayerOutput moe_layer(const MoeLayerShape& s, const MoeLayerWeights& w, const
       if (s.fp8) quantize_row(s, a, aq, as);
       const Eigen::VectorXf y =
           gemv(s, aq, s.fp8 ? &as : nullptr, w.w2, s.fp8 ? &*w.w2_scale : nullptr, e * h, h, e * g2);
-      const double wj = wts[static_cast<std::size_t>(j)];
       for (Eigen::Index c = 0; c < h; ++c) routed(c) += rnd(s, wj * y(c));
       var += wj * wj * gemv_sq(aq, s.fp8 ? &as : nullptr, w.w2, s.fp8 ? &*w.w2_scale : nullptr, e * h, h, e * g2);
     }
@@ -259,8 +303,13 @@ RowMatrixXf moe_layer_composed(const MoeLayerShape& s, const MoeLayerWeights& w,
     w2s.emplace(*w.w2_scale);
   }
   RowMatrixXf gate_up = RowMatrixXf::Zero(nv, 2 * i);
-  fused_moe(a13, w.w13, gate_up, std::nullopt, a13s, w13s, std::nullopt, IndexVector(sorted64), blocks64, post, k,
-            block_m, s.act);
+  if (s.nvfp4) {
+    nvfp4_moe(a13, w.w13_fp4->b, w.w13_fp4->b_scale, w.w13_fp4->global, gate_up, std::nullopt, std::nullopt,
+              IndexVector(sorted64), blocks64, post, k, block_m, s.act);
+  } else {
+    fused_moe(a13, w.w13, gate_up, std::nullopt, a13s, w13s, std::nullopt, IndexVector(sorted64), blocks64, post, k,
+              block_m, s.act);
+  }
   RowMatrixXf act(nv, i);
   swiglu_limit(gate_up, flat, std::nullopt, act, s.experts, s.limit, s.act);
   RowMatrixXf a2 = act, a2_scale;
@@ -272,8 +321,13 @@ RowMatrixXf moe_layer_composed(const MoeLayerShape& s, const MoeLayerWeights& w,
   }
   RowMatrixXf expert_out = RowMatrixXf::Zero(nv, h);  // the plan's memset
   const Eigen::VectorXf wflat = Eigen::Map<const Eigen::VectorXf>(weights.data(), nv);
-  fused_moe(a2, w.w2, expert_out, std::nullopt, a2s, w2s, Eigen::VectorXf(wflat), IndexVector(sorted64), blocks64, post,
-            1, block_m, s.act);
+  if (s.nvfp4) {
+    nvfp4_moe(a2, w.w2_fp4->b, w.w2_fp4->b_scale, w.w2_fp4->global, expert_out, std::nullopt, Eigen::VectorXf(wflat),
+              IndexVector(sorted64), blocks64, post, 1, block_m, s.act);
+  } else {
+    fused_moe(a2, w.w2, expert_out, std::nullopt, a2s, w2s, Eigen::VectorXf(wflat), IndexVector(sorted64), blocks64,
+              post, 1, block_m, s.act);
+  }
   RowMatrixXf out(t, h);
   moe_mul_sum(expert_out, RowMatrixXf::Ones(t, k), std::nullopt, std::nullopt, out, s.act);
   // out += identity; out += shared (the plan's plain steps)

@@ -29,6 +29,9 @@ std::optional<FusedMoeTile> tuned_tile(const ModelConfig& c, std::int64_t t, std
 
 DType gemm_dtype(const ModelConfig& c, LayerBackend b) { return b == LayerBackend::fp8 ? DType::f8e4m3 : c.act_dtype; }
 
+// The kernel the backend's grouped GEMMs run and the config backend that warms it.
+std::string_view gemm_backend(LayerBackend b) { return b == LayerBackend::nvfp4 ? "nvfp4" : "triton"; }
+
 void check_batch(const ModelConfig& c, LayerBackend backend, const LayerBatch& b) {
   const std::string what = str_cat("layer '", c.name, "' ", backend_name(backend));
   if (b.num_tokens < 1 || b.num_tokens > c.max_num_batched_tokens)
@@ -54,12 +57,13 @@ void check_batch(const ModelConfig& c, LayerBackend backend, const LayerBatch& b
     throw InputError(
         str_cat(what, ": n_shared_experts ", c.n_shared_experts,
                 ": the plan puts the shared expert's rows in gate_up (2I wide), so I_s = I (one shared expert)"));
-  if (!c.has_backend("triton"))
-    throw InputError(str_cat(what, ": the plan runs the grouped-GEMM path, the config has no 'triton' backend"));
-  // NVFP4 HOOK: when kernels/nvfp4_moe lands, drop this refusal and emit nvfp4_moe launches for the
-  // w13 and w2 steps (plan_layer, "NVFP4 HOOK" below) with the packed weights and scales as buffers.
-  if (backend == LayerBackend::nvfp4)
-    throw InputError(str_cat(what, ": the nvfp4 backend needs the nvfp4_moe kernel, which is not in this tree yet"));
+  if (!c.has_backend(gemm_backend(backend)))
+    throw InputError(str_cat(what, ": the plan runs the grouped-GEMM path (",
+                             backend == LayerBackend::nvfp4 ? "nvfp4_moe" : "fused_moe", "), the config has no '",
+                             gemm_backend(backend), "' backend"));
+  if (backend == LayerBackend::nvfp4 && nvfp4_moe_act_dtype(c.act_dtype) != c.act_dtype)
+    throw InputError(str_cat(what, ": act_dtype ", dtype_name(c.act_dtype),
+                             ": nvfp4_moe takes bf16 or f16 activations and the plan has no cast step"));
 }
 
 }  // namespace
@@ -81,9 +85,11 @@ LayerBackend parse_backend(std::string_view name) {
 
 std::vector<LayerBackend> config_backends(const ModelConfig& c) {
   std::vector<LayerBackend> out;
-  if (has_format(c, "bf16")) out.push_back(LayerBackend::bf16);
-  if (has_format(c, "fp8")) out.push_back(LayerBackend::fp8);
-  if (has_format(c, "nvfp4")) out.push_back(LayerBackend::nvfp4);
+  const bool triton = c.has_backend("triton");
+  if (triton && has_format(c, "bf16")) out.push_back(LayerBackend::bf16);
+  if (triton && has_format(c, "fp8")) out.push_back(LayerBackend::fp8);
+  if (c.has_backend("nvfp4") && has_format(c, "nvfp4") && nvfp4_moe_act_dtype(c.act_dtype) == c.act_dtype)
+    out.push_back(LayerBackend::nvfp4);
   return out;
 }
 
@@ -118,6 +124,10 @@ std::vector<LayerBuffer> layer_buffers(const ModelConfig& c, LayerBackend backen
   const std::int64_t e_routed = c.n_routed_experts, p = c.num_physical_experts(), e_local = c.num_local_experts();
   const std::int64_t is = shared_inter(c), rows = t * k + (is > 0 ? t : 0);
   const DType act = c.act_dtype, gd = gemm_dtype(c, backend);
+  const bool fp4 = backend == LayerBackend::nvfp4;
+  // nvfp4: two e2m1 codes per byte along K
+  const DType wd = fp4 ? DType::u8 : gd;
+  const std::int64_t pack = fp4 ? 2 : 1;
   std::vector<LayerBuffer> out = {
       {"hidden", act, {t, h}, BufferInit::random},
       {"router_logits", DType::f32, {t, e_routed}, BufferInit::random},
@@ -125,8 +135,8 @@ std::vector<LayerBuffer> layer_buffers(const ModelConfig& c, LayerBackend backen
       {"topk_weights", DType::f32, {t, k}, BufferInit::none},
       // [T*K] routed ids, then T zeros: the shared expert's rows of the SwiGLU launch.
       {"topk_ids", b.ids_dtype, {rows}, BufferInit::zero},
-      {"w13", gd, {e_local, 2 * i, h}, BufferInit::weights},
-      {"w2", gd, {e_local, h, i}, BufferInit::weights},
+      {"w13", wd, {e_local, 2 * i, h / pack}, BufferInit::weights},
+      {"w2", wd, {e_local, h, i / pack}, BufferInit::weights},
       {"gate_up", act, {rows, 2 * i}, BufferInit::none},
       {"act", act, {rows, i}, BufferInit::none},
       {"expert_out", act, {t * k, h}, BufferInit::none},
@@ -160,17 +170,28 @@ std::vector<LayerBuffer> layer_buffers(const ModelConfig& c, LayerBackend backen
     out.push_back({"act_q", DType::f8e4m3, {t * k, i}, BufferInit::none});
     out.push_back({"act_scale", sd, {t * k, i / 128}, BufferInit::none});
   }
+  if (fp4) {
+    out.push_back({"w13_scale", DType::f8e4m3, {e_local, 2 * i, h / 16}, BufferInit::weights});
+    out.push_back({"w2_scale", DType::f8e4m3, {e_local, h, i / 16}, BufferInit::weights});
+    out.push_back({"w13_global_scale", DType::f32, {e_local}, BufferInit::weights});
+    out.push_back({"w2_global_scale", DType::f32, {e_local}, BufferInit::weights});
+  }
   // The sorted layout (none in the naive one): sized for the larger of the two GEMMs' BLOCK_M.
   const bool naive = c.ep_size == 1 && fused_moe_naive(t, k, p);
   if (!naive) {
     for (std::string_view g : {"w13", "w2"}) {
       const bool w13 = g == "w13";
-      FusedMoeArgs probe;
-      probe.top_k = w13 ? k : 1;
-      probe.a = Tensor::meta(gd, {w13 ? t : t * k, w13 ? h : i});
-      probe.b = Tensor::meta(gd, {e_local, w13 ? 2 * i : h, w13 ? h : i});
-      probe.tile = tuned_tile(c, t, w13 ? 2 * i : h, w13 ? h : i, gd);
-      const std::int64_t bm = FusedMoe::tile_of(probe).block_m;
+      std::int64_t bm = 0;
+      if (fp4) {
+        bm = nvfp4_moe_tile((w13 ? t : t * k) * (w13 ? k : 1), e_local).block_m;
+      } else {
+        FusedMoeArgs probe;
+        probe.top_k = w13 ? k : 1;
+        probe.a = Tensor::meta(gd, {w13 ? t : t * k, w13 ? h : i});
+        probe.b = Tensor::meta(gd, {e_local, w13 ? 2 * i : h, w13 ? h : i});
+        probe.tile = tuned_tile(c, t, w13 ? 2 * i : h, w13 ? h : i, gd);
+        bm = FusedMoe::tile_of(probe).block_m;
+      }
       const std::string suffix = w13 ? "" : "_w2";
       out.push_back({"sorted_token_ids" + suffix, DType::i32, {moe_align_sorted_size(t * k, p, bm)}, BufferInit::none});
       out.push_back({"block_expert_ids" + suffix, DType::i32, {moe_align_max_blocks(t * k, p, bm)}, BufferInit::none});
@@ -256,22 +277,25 @@ class Planner {
       jit("eplb", em, str_cat("logical -> physical in place, ", p, " physical experts"));
     }
 
-    // the grouped GEMMs' args (layout filled below)
-    FusedMoeArgs w13 = gemm_args(true, fp8);
-    FusedMoeArgs w2 = gemm_args(false, fp8);
-    if (plan_.naive) {
-      w13.expert_ids = view("topk_ids", {t, k});
-      w2.expert_ids = view("topk_ids", {t, k});
+    // the grouped GEMMs' args (layout filled below): fused_moe, or nvfp4_moe on the nvfp4 backend
+    const bool fp4 = plan_.backend == LayerBackend::nvfp4;
+    LayerArgs w13, w2;
+    if (fp4) {
+      w13 = nvfp4_args(true);
+      w2 = nvfp4_args(false);
     } else {
-      align("align", "", FusedMoe::tile_of(w13).block_m, w13);
-      const std::int64_t bm2 = FusedMoe::tile_of(w2).block_m;
-      if (bm2 == FusedMoe::tile_of(w13).block_m) {
-        w2.sorted_token_ids = w13.sorted_token_ids;
-        w2.expert_ids = w13.expert_ids;
-        w2.num_tokens_post_padded = w13.num_tokens_post_padded;
-      } else {
-        align("align_w2", "_w2", bm2, w2);
-      }
+      w13 = gemm_args(true, fp8);
+      w2 = gemm_args(false, fp8);
+    }
+    if (plan_.naive) {
+      set_layout(w13, std::nullopt, view("topk_ids", {t, k}), std::nullopt);
+      set_layout(w2, std::nullopt, view("topk_ids", {t, k}), std::nullopt);
+    } else {
+      const std::int64_t bm13 = block_m(w13), bm2 = block_m(w2);
+      const Layout l13 = align("align", "", bm13);
+      set_layout(w13, l13.sorted, l13.blocks, l13.post);
+      const Layout l2 = bm2 == bm13 ? l13 : align("align_w2", "_w2", bm2);
+      set_layout(w2, l2.sorted, l2.blocks, l2.post);
     }
 
     if (c_.n_identity_experts > 0) {
@@ -292,7 +316,6 @@ class Planner {
       op.k = h;
       plain("quant_hidden", op, "per-token 1x128 fp8 e4m3 quantisation (no warmkey kernel: an AOT kernel in engines)");
     }
-    // NVFP4 HOOK: for LayerBackend::nvfp4 the two jit("w13"/"w2") calls become nvfp4_moe launches.
     jit("w13", w13, str_cat("N=", 2 * i, " K=", h, " top_k=", k, plan_.naive ? ", naive" : ", sorted"));
     if (is > 0) {
       PlainOp op;
@@ -382,7 +405,45 @@ class Planner {
     return a;
   }
 
-  void align(const std::string& name, const std::string& suffix, std::int64_t block_m, FusedMoeArgs& gemm) {
+  // The nvfp4 backend's GEMM: packed weights, block and global scales; activations of the model's dtype.
+  Nvfp4MoeArgs nvfp4_args(bool w13) {
+    const LayerBatch& b = plan_.batch;
+    const std::int64_t t = b.num_tokens, k = c_.num_experts_per_tok, h = c_.hidden_size, i = c_.moe_intermediate_size;
+    const std::int64_t el = c_.num_local_experts(), n = w13 ? 2 * i : h, kk = w13 ? h : i, m = w13 ? t : t * k;
+    const std::string w = w13 ? "w13" : "w2";
+    Nvfp4MoeArgs a;
+    a.a = view(w13 ? "hidden" : "act", {m, kk});
+    a.b = view(w, {el, n, kk / 2});
+    a.b_scale = view(w + "_scale", {el, n, kk / 16});
+    a.b_global_scale = view(w + "_global_scale", {el});
+    a.c = view(w13 ? "gate_up" : "expert_out", {t * k, n});
+    if (!w13) a.topk_weights = view("topk_weights", {t, k});
+    a.top_k = w13 ? k : 1;
+    return a;
+  }
+
+  static std::int64_t block_m(const LayerArgs& args) {
+    if (const auto* f = std::get_if<FusedMoeArgs>(&args)) return FusedMoe::tile_of(*f).block_m;
+    return Nvfp4Moe::tile_of(std::get<Nvfp4MoeArgs>(args)).block_m;
+  }
+
+  static void set_layout(LayerArgs& args, std::optional<Tensor> sorted, Tensor blocks, std::optional<Tensor> post) {
+    std::visit(
+        [&](auto& a) {
+          if constexpr (requires { a.sorted_token_ids = sorted; }) {
+            a.sorted_token_ids = sorted;
+            a.expert_ids = blocks;
+            a.num_tokens_post_padded = post;
+          }
+        },
+        args);
+  }
+
+  struct Layout {
+    Tensor sorted, blocks, post;
+  };
+
+  Layout align(const std::string& name, const std::string& suffix, std::int64_t block_m) {
     const std::int64_t t = plan_.batch.num_tokens, k = c_.num_experts_per_tok, p = c_.num_physical_experts();
     MoeAlignArgs al;
     al.topk_ids = view("topk_ids", {t, k});
@@ -392,10 +453,9 @@ class Planner {
     al.num_tokens_post_padded = view("num_tokens_post_padded" + suffix, {1});
     al.num_experts = p;
     al.block_m = block_m;
-    gemm.sorted_token_ids = al.sorted_token_ids;
-    gemm.expert_ids = al.expert_ids;
-    gemm.num_tokens_post_padded = al.num_tokens_post_padded;
+    Layout out{al.sorted_token_ids, al.expert_ids, al.num_tokens_post_padded};
     jit(name, al, str_cat(t * k, " entries over ", p, " experts, BLOCK_M ", block_m));
+    return out;
   }
 
   LayerPlan& plan_;
@@ -504,7 +564,7 @@ LayerCost layer_cost(const ModelConfig& c, LayerBackend backend, std::int64_t nu
   // Bytes of one routed expert's three matrices (3 H I elements) with their scales.
   double expert_bytes = 3 * h * i * act_bytes;
   if (backend == LayerBackend::fp8) expert_bytes = 3 * h * i + 3 * (h / 128) * (i / 128) * 4;
-  if (backend == LayerBackend::nvfp4) expert_bytes = 3 * h * i / 2 + 3 * h * i / 16 + 4;
+  if (backend == LayerBackend::nvfp4) expert_bytes = 3 * h * i / 2 + 3 * h * i / 16 + 2 * 4;
   // Distinct experts a batch touches, expected under uniform routing: E (1 - (1 - K/E)^T).
   const double touched = e * (1 - std::pow(1 - k / e, t));
   LayerCost cost;

@@ -37,9 +37,12 @@
 // The shared expert computes in the activation dtype for every backend (weights [2 I_s, H] and
 // [H, I_s], I_s = n_shared_experts * I), with the routed experts' SwiGLU limit.
 //
-// NVFP4 HOOK: the nvfp4 backend's W13 and W2 are nvfp4_moe launches; that kernel is being written
-// in another branch. plan_layer refuses the backend with a clear message until it lands; the place
-// to add it is marked "NVFP4 HOOK" in layer_plan.cpp.
+// The nvfp4 backend: W13 and W2 are nvfp4_moe launches (the same sorted or naive layout, the same
+// row ranges) over packed e2m1 weights "w13" / "w2" [E, N, K/2] u8, their e4m3 block scales
+// "w13_scale" / "w2_scale" [E, N, K/16] and fp32 per-expert scales "w13_global_scale" /
+// "w2_global_scale" [E]; the activations stay in the model's dtype (bf16 or f16: nvfp4_moe has no
+// f32 activations, so an f32 model is refused on this backend). The backend needs the config's
+// "nvfp4" backend (nvfp4_moe's used_by) and weight format; bf16 and fp8 need "triton".
 #pragma once
 
 #include <cstdint>
@@ -57,6 +60,7 @@
 #include "kernels/fused_moe/fused_moe.h"
 #include "kernels/moe_align/moe_align.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
+#include "kernels/nvfp4_moe/nvfp4_moe.h"
 #include "kernels/swiglu_limit/swiglu_limit.h"
 #include "warmup/model_config.h"
 #include "warmup/tensor.h"
@@ -67,7 +71,8 @@ enum class LayerBackend { bf16, fp8, nvfp4 };
 std::string_view backend_name(LayerBackend b);
 // "bf16", "fp8", "nvfp4"; throws InputError naming the value otherwise.
 LayerBackend parse_backend(std::string_view name);
-// The backends a configuration's expert weights support (expert_weight_formats).
+// The backends a configuration runs: bf16 / fp8 where expert_weight_formats has them and the config
+// has the "triton" backend (fused_moe), nvfp4 where it has the format and the "nvfp4" backend.
 std::vector<LayerBackend> config_backends(const ModelConfig& config);
 
 // One batch through one MoE layer.
@@ -118,7 +123,7 @@ class MetaLayerTensors : public LayerTensors {
 };
 
 using LayerArgs = std::variant<Dsv4TopkArgs, EplbMapArgs, MoeAlignArgs, FusedMoeArgs, SwigluLimitArgs,
-                               ComputeIdentityArgs, MoeMulSumArgs>;
+                               ComputeIdentityArgs, MoeMulSumArgs, Nvfp4MoeArgs>;
 
 // A step outside the JIT (no key, no compile at runtime).
 struct PlainOp {
@@ -159,7 +164,7 @@ struct LayerPlan {
 // The buffers of a layer for a batch (sizes follow the batch's T). Throws InputError for a batch
 // the configuration cannot run (T outside [1, max_num_batched_tokens], an index dtype the config
 // does not serve, image tokens without vision, more image tokens than T, a backend the config's
-// weights lack, the nvfp4 backend before its kernel lands).
+// weights lack or whose kernel the config does not use, nvfp4 with f32 activations).
 std::vector<LayerBuffer> layer_buffers(const ModelConfig& config, LayerBackend backend, const LayerBatch& batch);
 
 // The whole plan: buffers and steps, tensors from `tensors`.
@@ -195,6 +200,10 @@ struct ContractOf<ComputeIdentityArgs> {
 template <>
 struct ContractOf<MoeMulSumArgs> {
   using type = MoeMulSum;
+};
+template <>
+struct ContractOf<Nvfp4MoeArgs> {
+  using type = Nvfp4Moe;
 };
 
 // Calls fn(contract, args) with the step's contract (one static instance per kernel) and Args.

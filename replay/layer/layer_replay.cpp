@@ -11,9 +11,7 @@ LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& t
   LayerReplay out;
   out.stats.kernel = "moe_layer";
   std::unordered_set<BoundKey, BoundKeyHash> seen;
-  std::vector<LayerBackend> backends;
-  for (LayerBackend b : config_backends(config))
-    if (b != LayerBackend::nvfp4) backends.push_back(b);  // NVFP4 HOOK: add when nvfp4_moe lands
+  const std::vector<LayerBackend> backends = config_backends(config);
   auto add = [&](const std::string& kind, const std::string& batch, const std::string& variant,
                  const std::string& inputs, const std::string& message) {
     if (out.findings.size() >= max_findings) return;

@@ -1,6 +1,6 @@
 // `warmkey run --layers`: the trace's batches replayed as whole MoE layers. Each serving batch
-// becomes the layer plans an engine runs for it (every backend of the config but nvfp4, routed
-// and hash layers, each index dtype) and every JIT launch of each plan goes through the runtime
+// becomes the layer plans an engine runs for it (every backend of the config, nvfp4 included,
+// routed and hash layers, each index dtype) and every JIT launch of each plan goes through the runtime
 // lookup (rt.get in the runtime phase, the monitor in error mode) and the warmed-key check.
 // The plans' views start at row 0 (a micro-batch's offset is the per-kernel replay's concern) and
 // padded batches run their padded row count unpadded.

@@ -52,7 +52,9 @@ enum GenStream : std::uint64_t {
   kTid2eid,
   kHidden,
   kLogits,
-  kTokenIds
+  kTokenIds,
+  kW13Global,
+  kW2Global
 };
 
 // Fills rows [0, rows) of m (cols wide) in parallel: m(r, c) = f(r, c).
@@ -94,6 +96,32 @@ void make_expert_weights(const ModelConfig& c, LayerBackend b, std::uint64_t see
         w(r, j) = round_to_dtype(c.act_dtype, a * uniform(seed, stream, static_cast<std::uint64_t>(r * k + j)));
     });
   }
+}
+
+// NVFP4 expert weights of E experts, N rows by K: uniform random codes (every byte value), e4m3
+// block scales in [0.5, 1.5) and per-expert global scales near sd / rms(e2m1) (the 16 codes' rms is
+// sqrt(8.5625)), so a weight's sd is about 1 / sqrt(K) like the other backends'.
+reference::MoeLayerNvfp4Weights make_nvfp4_weights(const ModelConfig& c, std::uint64_t seed, std::uint64_t stream,
+                                                   std::uint64_t scale_stream, std::uint64_t global_stream,
+                                                   Eigen::Index n, Eigen::Index k) {
+  const Eigen::Index e = c.n_routed_experts;
+  reference::MoeLayerNvfp4Weights w;
+  w.b.resize(e * n, k / 2);
+  w.b_scale.resize(e * n, k / 16);
+  parallel_rows(e * n, [&](Eigen::Index r) {
+    for (Eigen::Index j = 0; j < k / 2; ++j) {
+      const float u = uniform(seed, stream, static_cast<std::uint64_t>(r * (k / 2) + j));
+      w.b(r, j) = static_cast<std::uint8_t>(std::clamp(static_cast<int>((u + 1.0f) * 128.0f), 0, 255));
+    }
+    for (Eigen::Index j = 0; j < k / 16; ++j)
+      w.b_scale(r, j) =
+          float_to_f8e4m3_bits(1.0f + 0.5f * uniform(seed, scale_stream, static_cast<std::uint64_t>(r * (k / 16) + j)));
+  });
+  w.global.resize(e);
+  const double sd = 1.0 / std::sqrt(static_cast<double>(k)) / std::sqrt(8.5625);
+  for (Eigen::Index x = 0; x < e; ++x)
+    w.global(x) = static_cast<float>(sd * (1.0 + 0.25 * uniform(seed, global_stream, static_cast<std::uint64_t>(x))));
+  return w;
 }
 
 RowMatrixXf dense(std::uint64_t seed, std::uint64_t stream, Eigen::Index rows, Eigen::Index cols, double sd, DType d) {
@@ -142,6 +170,15 @@ void upload_values(Device& dev, DType d, void* dst, const float* values, std::in
   dev.copy_to_device(dst, bytes.data(), bytes.size());
 }
 
+// Physical expert p's rows of a logical [E * rows_per, cols] byte matrix (nvfp4 codes or scales).
+void upload_expert_bytes(Device& dev, const std::vector<std::int64_t>& phys_to_logical,
+                         const reference::RowMatrixXu8& m, Eigen::Index rows_per, void* dst) {
+  const std::size_t expert_bytes = static_cast<std::size_t>(rows_per * m.cols());
+  for (std::size_t p = 0; p < phys_to_logical.size(); ++p)
+    dev.copy_to_device(static_cast<char*>(dst) + p * expert_bytes,
+                       m.data() + static_cast<std::size_t>(phys_to_logical[p]) * expert_bytes, expert_bytes);
+}
+
 template <class T>
 void upload_ints(Device& dev, DType d, void* dst, const std::vector<T>& v) {
   std::vector<unsigned char> bytes(v.size() * dtype_size(d));
@@ -175,14 +212,20 @@ Model make_model(const ModelConfig& c, LayerBackend b, std::uint64_t seed) {
   s.top_k = c.num_experts_per_tok;
   s.act = c.act_dtype;
   s.fp8 = b == LayerBackend::fp8;
+  s.nvfp4 = b == LayerBackend::nvfp4;
   s.scale_dtype = c.fp8_scale_dtype;
   s.limit = c.swiglu_limit;
   s.renormalize = c.norm_topk_prob;
   s.routed_scaling_factor = c.routed_scaling_factor;
   s.sentinel_lo = c.vision ? c.image_sentinel_lo : 0;
   s.vocab_size = c.vocab_size;
-  make_expert_weights(c, b, seed, kW13, kW13Scale, 2 * s.inter, s.hidden, m.w.w13, m.w.w13_scale);
-  make_expert_weights(c, b, seed, kW2, kW2Scale, s.hidden, s.inter, m.w.w2, m.w.w2_scale);
+  if (s.nvfp4) {  // packed only (w13 / w2 stay empty: the reference decodes the experts it uses)
+    m.w.w13_fp4 = make_nvfp4_weights(c, seed, kW13, kW13Scale, kW13Global, 2 * s.inter, s.hidden);
+    m.w.w2_fp4 = make_nvfp4_weights(c, seed, kW2, kW2Scale, kW2Global, s.hidden, s.inter);
+  } else {
+    make_expert_weights(c, b, seed, kW13, kW13Scale, 2 * s.inter, s.hidden, m.w.w13, m.w.w13_scale);
+    make_expert_weights(c, b, seed, kW2, kW2Scale, s.hidden, s.inter, m.w.w2, m.w.w2_scale);
+  }
   if (s.shared_inter > 0) {
     m.w.shared_w13 = dense(seed, kSharedW13, 2 * s.shared_inter, s.hidden, 1.0 / std::sqrt(double(s.hidden)), s.act);
     m.w.shared_w2 = dense(seed, kSharedW2, s.hidden, s.shared_inter, 1.0 / std::sqrt(double(s.shared_inter)), s.act);
@@ -288,7 +331,17 @@ void fill_buffers(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& pla
       case BufferInit::weights: {
         const bool w13 = b.name.rfind("w13", 0) == 0, scale = b.name.find("scale") != std::string::npos;
         const std::int64_t n_rows = w13 ? 2 * c.moe_intermediate_size : c.hidden_size;
-        if (scale) {
+        if (plan.backend == LayerBackend::nvfp4) {
+          // w13 / w2: packed codes; *_scale: e4m3 bytes; *_global_scale: f32 per physical expert
+          const reference::MoeLayerNvfp4Weights& fw = w13 ? *m.w.w13_fp4 : *m.w.w2_fp4;
+          if (b.name.find("global") != std::string::npos) {
+            std::vector<float> g(m.phys_to_logical.size());
+            for (std::size_t x = 0; x < g.size(); ++x) g[x] = fw.global(m.phys_to_logical[x]);
+            upload_values(dev, b.dtype, p, g.data(), static_cast<std::int64_t>(g.size()));
+          } else {
+            upload_expert_bytes(dev, m.phys_to_logical, scale ? fw.b_scale : fw.b, n_rows, p);
+          }
+        } else if (scale) {
           upload_experts(dev, m, b.dtype, w13 ? *m.w.w13_scale : *m.w.w2_scale, (n_rows + 127) / 128, p);
         } else {
           upload_experts(dev, m, b.dtype, w13 ? m.w.w13 : m.w.w2, n_rows, p);

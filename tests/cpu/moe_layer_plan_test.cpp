@@ -25,9 +25,7 @@ std::vector<ConfigBackend> runnable_pairs() {
   std::vector<ConfigBackend> out;
   for (const std::string& name : embedded_config_names()) {
     const ModelConfig c = load_config(name);
-    if (!c.has_backend("triton")) continue;
-    for (LayerBackend b : config_backends(c))
-      if (b != LayerBackend::nvfp4) out.push_back({c, b});
+    for (LayerBackend b : config_backends(c)) out.push_back({c, b});
   }
   return out;
 }
@@ -39,6 +37,7 @@ std::vector<std::int64_t> token_marks(const ModelConfig& c) {
       1, 2, 15, 16, 17, 32, c.max_num_seqs, c.max_num_batched_tokens, 1024 / k, (1024 + k - 1) / k};
   for (std::int64_t x : fused_moe_token_boundaries(k, c.num_local_experts())) b.push_back(x);
   for (std::int64_t x : fused_moe_token_boundaries(k, c.num_physical_experts())) b.push_back(x);
+  for (std::int64_t x : nvfp4_moe_token_boundaries(k, c.num_local_experts())) b.push_back(x);
   for (std::int64_t x : kMoeMulSumTokenBoundaries) b.push_back(x);
   for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c))
     for (std::int64_t x : spaces::FusedMoeSpace::token_marks(c, g)) b.push_back(x);
@@ -60,9 +59,46 @@ TEST(MoeLayerPlan, everyConfigAndBackendIsPlanned) {
   const std::vector<ConfigBackend> pairs = runnable_pairs();
   std::set<std::string> names;
   for (const ConfigBackend& p : pairs) names.insert(p.config.name);
-  // Every embedded config runs the grouped-GEMM path with some backend besides nvfp4.
+  // Every embedded config runs the grouped-GEMM path with some backend.
   EXPECT_EQ(names.size(), embedded_config_names().size());
   EXPECT_GE(pairs.size(), names.size());
+  // nvfp4 for every config with the nvfp4 backend (dsv4-flash-nvfp4, dsv4-flash-f16), none else.
+  std::set<std::string> nvfp4, want;
+  for (const ConfigBackend& p : pairs)
+    if (p.backend == LayerBackend::nvfp4) nvfp4.insert(p.config.name);
+  for (const std::string& name : embedded_config_names())
+    if (load_config(name).has_backend("nvfp4")) want.insert(name);
+  EXPECT_EQ(nvfp4, want);
+  EXPECT_TRUE(nvfp4.count("dsv4-flash-nvfp4") && nvfp4.count("dsv4-flash-f16"));
+}
+
+// The nvfp4 backend: both grouped GEMMs are nvfp4_moe launches over the packed weights, sharing
+// moe_align's layout (sorted) or the routed ids (naive), all warmed.
+TEST(MoeLayerPlan, nvfp4RunsBothGemmsThroughNvfp4Moe) {
+  for (const std::string name : {"dsv4-flash-nvfp4", "dsv4-flash-f16"}) {
+    const ModelConfig c = load_config(name);
+    for (std::int64_t t : {std::int64_t{1}, std::int64_t{512}}) {
+      MetaLayerTensors meta;
+      const LayerPlan plan = plan_layer(c, LayerBackend::nvfp4, LayerBatch{t, t == 1, false, 0, DType::i32}, meta);
+      EXPECT_EQ(plan.naive, t == 1) << name;
+      int gemms = 0;
+      for (const LayerStep& s : plan.steps) {
+        EXPECT_NE(s.kernel, "fused_moe") << name << " " << s.name;
+        if (s.kernel != "nvfp4_moe") continue;
+        ++gemms;
+        const auto& a = std::get<Nvfp4MoeArgs>(*s.args);
+        EXPECT_EQ(a.a.dtype(), c.act_dtype);
+        EXPECT_EQ(a.b.dtype(), DType::u8);
+        EXPECT_EQ(a.b.size(2) * 2, a.a.size(1));
+        EXPECT_EQ(a.b_scale.size(2) * 16, a.a.size(1));
+        EXPECT_EQ(a.b_global_scale.size(0), c.num_local_experts());
+        EXPECT_EQ(a.topk_weights.has_value(), s.name == "w2");
+        EXPECT_EQ(a.sorted_token_ids.has_value(), t != 1);
+      }
+      EXPECT_EQ(gemms, 2) << plan.to_text();
+      EXPECT_TRUE(unwarmed_steps(plan).empty()) << unwarmed_steps(plan).front();
+    }
+  }
 }
 
 // Every token count at and around each boundary, for both kinds of layer, with and without images.
@@ -164,6 +200,16 @@ TEST(MoeLayerPlan, anUnwarmedLaunchIsCaught) {
   problems = unwarmed_steps(prefill);
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems[0].find("step w2"), std::string::npos) << problems[0];
+  // The same for nvfp4_moe: a W13 tile its warmup never lists at this token count.
+  const ModelConfig f = load_config("dsv4-flash-nvfp4");
+  LayerPlan fp4 = plan_layer(f, LayerBackend::nvfp4, LayerBatch{4096, false, false, 0, DType::i32}, meta);
+  ASSERT_TRUE(unwarmed_steps(fp4).empty());
+  for (LayerStep& s : fp4.steps) {
+    if (s.name == "w13") std::get<Nvfp4MoeArgs>(*s.args).tile = FusedMoeTile{16, 64, 64, 1, 4, 6};
+  }
+  problems = unwarmed_steps(fp4);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems[0].find("step w13 (nvfp4_moe)"), std::string::npos) << problems[0];
 }
 
 TEST(MoeLayerPlan, decodeOfAFewTokensUsesTheNaiveLayout) {
@@ -210,8 +256,17 @@ TEST(MoeLayerPlan, badBatchesAreRefusedWithTheField) {
   EXPECT_NE(msg(LayerBackend::bf16, {4, true, false, 5}).find("image_tokens 5"), std::string::npos);
   EXPECT_NE(msg(LayerBackend::bf16, {4, true, false, 0, DType::i64}).find("ids dtype i64"), std::string::npos);
   EXPECT_NE(msg(LayerBackend::fp8, {4}).find("no 'fp8'"), std::string::npos);
-  // The nvfp4 hook: refused by name until the kernel lands.
-  EXPECT_NE(msg(LayerBackend::nvfp4, {4}).find("nvfp4_moe"), std::string::npos);
+  // dsv4-flash has the nvfp4 weight format but not the nvfp4 backend (nvfp4_moe is not warmed).
+  EXPECT_NE(msg(LayerBackend::nvfp4, {4}).find("no 'nvfp4' backend"), std::string::npos);
+  ModelConfig f32 = load_config("dsv4-flash-nvfp4");
+  f32.act_dtype = DType::f32;
+  try {
+    plan_layer(f32, LayerBackend::nvfp4, {4}, meta);
+    ADD_FAILURE() << "an f32 model on nvfp4 was planned";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("act_dtype f32"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(msg(LayerBackend::bf16, {4}).find("(accepted)"), std::string::npos);
   EXPECT_THROW(parse_backend("fp4"), InputError);
   EXPECT_EQ(parse_backend("fp8"), LayerBackend::fp8);
 }

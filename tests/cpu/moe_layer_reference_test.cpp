@@ -1,7 +1,7 @@
 // The whole-layer reference on the CPU: a hand-checked token, the direct formulation against the
 // per-kernel references composed in the plan's order (bf16, fp8 with ue8m0 and f32 scales, hash
-// and routed layers, image rows, zero-compute experts, the shared expert), sampled rows, and a
-// broken layer that the comparison catches.
+// and routed layers, image rows, zero-compute experts, the shared expert, nvfp4 with bf16 and f16
+// activations), sampled rows, and a broken layer that the comparison catches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,10 +37,29 @@ void fp8_weights(std::mt19937_64& rng, RowMatrixXf& w, RowMatrixXf& scale, Eigen
   for (Eigen::Index i = 0; i < scale.size(); ++i) scale.data()[i] = static_cast<float>(std::ldexp(sd, ex(rng)));
 }
 
-Layer make_layer(std::uint64_t seed, bool fp8, DType scale_dtype, std::int64_t tokens, std::int64_t images) {
+// nvfp4 weights: uniform random codes, e4m3 block scales in [0.5, 1.5) and a global scale per
+// expert near sd / rms(e2m1) (the 16 codes' rms is sqrt(8.5625)).
+MoeLayerNvfp4Weights nvfp4_weights(std::mt19937_64& rng, Eigen::Index experts, Eigen::Index n, Eigen::Index k,
+                                   double sd) {
+  MoeLayerNvfp4Weights w;
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> u(0.5f, 1.5f);
+  w.b.resize(experts * n, k / 2);
+  for (Eigen::Index i = 0; i < w.b.size(); ++i) w.b.data()[i] = static_cast<std::uint8_t>(byte(rng));
+  w.b_scale.resize(experts * n, k / 16);
+  for (Eigen::Index i = 0; i < w.b_scale.size(); ++i) w.b_scale.data()[i] = float_to_f8e4m3_bits(u(rng));
+  w.global.resize(experts);
+  for (Eigen::Index e = 0; e < experts; ++e) w.global(e) = static_cast<float>(sd / std::sqrt(8.5625) * u(rng));
+  return w;
+}
+
+Layer make_layer(std::uint64_t seed, bool fp8, DType scale_dtype, std::int64_t tokens, std::int64_t images,
+                 bool nvfp4 = false, DType act = DType::bf16) {
   std::mt19937_64 rng(seed);
   Layer l;
   MoeLayerShape& s = l.shape;
+  s.act = act;
+  s.nvfp4 = nvfp4;
   s.hidden = 256;
   s.inter = 128;
   s.shared_inter = 128;
@@ -59,6 +78,9 @@ Layer make_layer(std::uint64_t seed, bool fp8, DType scale_dtype, std::int64_t t
     l.w.w2_scale.emplace();
     fp8_weights(rng, l.w.w13, *l.w.w13_scale, s.experts, 2 * s.inter, s.hidden, sd13);
     fp8_weights(rng, l.w.w2, *l.w.w2_scale, s.experts, s.hidden, s.inter, sd2);
+  } else if (nvfp4) {
+    l.w.w13_fp4 = nvfp4_weights(rng, s.experts, 2 * s.inter, s.hidden, 2 * sd13);
+    l.w.w2_fp4 = nvfp4_weights(rng, s.experts, s.hidden, s.inter, sd2);
   } else {
     l.w.w13 = randn(rng, s.experts * 2 * s.inter, s.hidden, 2 * sd13, s.act);
     l.w.w2 = randn(rng, s.experts * s.hidden, s.inter, sd2, s.act);
@@ -149,6 +171,8 @@ struct Variant {
   DType scale;
   bool hash;
   std::int64_t images;
+  bool nvfp4 = false;
+  DType act = DType::bf16;
 };
 
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
@@ -157,7 +181,7 @@ class MoeLayerFormulations : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(MoeLayerFormulations, directAndComposedAgree) {
   const Variant v = GetParam();
-  const Layer l = make_layer(20261130, v.fp8, v.scale, 37, v.images);
+  const Layer l = make_layer(20261130, v.fp8, v.scale, 37, v.images, v.nvfp4, v.act);
   const MoeLayerOutput direct = moe_layer(l.shape, l.w, l.in, v.hash);
   for (std::int64_t block_m : {16, 64}) {
     const RowMatrixXf composed = moe_layer_composed(l.shape, l.w, l.in, v.hash, block_m);
@@ -180,8 +204,73 @@ INSTANTIATE_TEST_SUITE_P(Layers, MoeLayerFormulations,
                                            Variant{"bf16_vl", false, DType::ue8m0, false, 9},
                                            Variant{"bf16_hash_vl", false, DType::ue8m0, true, 9},
                                            Variant{"fp8_ue8m0", true, DType::ue8m0, false, 3},
-                                           Variant{"fp8_f32", true, DType::f32, true, 3}),
+                                           Variant{"fp8_f32", true, DType::f32, true, 3},
+                                           Variant{"nvfp4", false, DType::ue8m0, false, 0, true},
+                                           Variant{"nvfp4_hash_vl", false, DType::ue8m0, true, 5, true},
+                                           Variant{"nvfp4_f16", false, DType::ue8m0, false, 3, true, DType::f16},
+                                           Variant{"nvfp4_f16_hash", false, DType::ue8m0, true, 0, true, DType::f16}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// nvfp4 by hand: every code 1.0 (0x22: code 2 in both nibbles), block scales 1.0 (e4m3 0x38),
+// global scales 0.5 (W13) and 0.25 (W2): W13 = 0.5 and W2 = 0.25 everywhere.
+TEST(MoeLayerReference, nvfp4OneTokenOneExpertByHand) {
+  MoeLayerShape s;
+  s.hidden = 16;
+  s.inter = 16;
+  s.experts = 1;
+  s.top_k = 1;
+  s.act = DType::f16;
+  s.nvfp4 = true;
+  s.limit = 0;
+  s.routed_scaling_factor = 1.5;
+  MoeLayerWeights w;
+  auto uniform = [](Eigen::Index n, Eigen::Index k, float global) {
+    MoeLayerNvfp4Weights x;
+    x.b = RowMatrixXu8::Constant(n, k / 2, 0x22);
+    x.b_scale = RowMatrixXu8::Constant(n, k / 16, 0x38);
+    x.global = Eigen::VectorXf::Constant(1, global);
+    return x;
+  };
+  w.w13_fp4 = uniform(32, 16, 0.5f);
+  w.w2_fp4 = uniform(16, 16, 0.25f);
+  w.bias = Eigen::VectorXf::Zero(1);
+  MoeLayerInputs in;
+  in.hidden = RowMatrixXf::Constant(1, 16, 0.25f);
+  in.logits = RowMatrixXf::Constant(1, 1, 0.5f);
+  in.input_ids = Eigen::VectorXi::Zero(1);
+  const MoeLayerOutput o = moe_layer(s, w, in, false);
+  // gate = up = 16 * 0.5 * 0.25 = 2; a = silu(2) * 2; y = 16 * 0.25 * a; out = 1.5 y.
+  const double a = 2.0 / (1.0 + std::exp(-2.0)) * 2.0;
+  for (Eigen::Index c = 0; c < 16; ++c) EXPECT_NEAR(o.out(0, c), 1.5 * 4 * a, 4e-3 * 1.5 * 4 * a);
+  EXPECT_NEAR(moe_layer_composed(s, w, in, false, 16)(0, 5), 1.5 * 4 * a, 4e-3 * 1.5 * 4 * a);
+  // A code flipped to -1.0 (0xA) in W2's row 3 moves that output: the packed bytes are read.
+  w.w2_fp4->b(3, 0) = 0x2A;
+  const MoeLayerOutput flipped = moe_layer(s, w, in, false);
+  EXPECT_NEAR(flipped.out(0, 3), 1.5 * 0.25 * 14 * a, 4e-3 * 1.5 * 4 * a);
+  EXPECT_FLOAT_EQ(flipped.out(0, 2), o.out(0, 2));
+  // Refused with the fields named: f32 activations, missing packed weights.
+  s.act = DType::f32;
+  EXPECT_THROW(moe_layer(s, w, in, false), Error);
+  s.act = DType::bf16;
+  w.w2_fp4.reset();
+  try {
+    moe_layer(s, w, in, false);
+    ADD_FAILURE() << "missing nvfp4 weights accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nvfp4"), std::string::npos) << e.what();
+  }
+}
+
+// The global scales are applied: scaling one routed expert's W2 global scale by 2 breaks the
+// agreement of the two formulations on the tokens it serves.
+TEST(MoeLayerReference, nvfp4GlobalScaleIsApplied) {
+  const Layer l = make_layer(5, false, DType::ue8m0, 16, 0, true);
+  const MoeLayerOutput direct = moe_layer(l.shape, l.w, l.in, false);
+  EXPECT_LE(worst_ratio(l.shape, direct, moe_layer_composed(l.shape, l.w, l.in, false, 16)), 1.0);
+  Layer broken = l;
+  broken.w.w2_fp4->global(direct.topk_ids(0, 0) < l.shape.experts ? direct.topk_ids(0, 0) : direct.topk_ids(0, 1)) *= 2;
+  EXPECT_GT(worst_ratio(l.shape, direct, moe_layer_composed(broken.shape, broken.w, broken.in, false, 16)), 1.0);
+}
 
 TEST(MoeLayerReference, sampledRowsMatchTheFullBatch) {
   const Layer l = make_layer(7, false, DType::ue8m0, 20, 4);

@@ -35,7 +35,7 @@ TEST(MoeLayerRunner, badOptionsAreRefusedBeforeTheDevice) {
   EXPECT_NE(refusal(o).find("no 'fp8'"), std::string::npos);
   o.backend = LayerBackend::nvfp4;
   o.config = "dsv4-flash";
-  EXPECT_NE(refusal(o).find("nvfp4_moe"), std::string::npos);
+  EXPECT_NE(refusal(o).find("no 'nvfp4' backend"), std::string::npos);
   EXPECT_THROW(
       [] {
         LayerRunOptions bad;
@@ -57,6 +57,24 @@ TEST(MoeLayerRunner, withoutAGpuTheRunSaysSo) {
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("no GPU"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--plan"), std::string::npos) << e.what();
+  }
+}
+
+// The nvfp4 backend gets as far as the device too: its plans are accepted, then the same clean stop.
+TEST(MoeLayerRunner, nvfp4WithoutAGpuTheRunSaysSo) {
+  if (Device::instance().available())
+    GTEST_SKIP() << "a GPU is present: tests/gpu/moe_layer_gpu_test.cpp runs the layer";
+  for (const char* config : {"dsv4-flash-nvfp4", "dsv4-flash-f16"}) {
+    LayerRunOptions o;
+    o.config = config;
+    o.backend = LayerBackend::nvfp4;
+    o.tokens = {1, 8, 2048};
+    try {
+      run_layer(o);
+      FAIL() << "ran without a GPU";
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find("no GPU"), std::string::npos) << e.what();
+    }
   }
 }
 

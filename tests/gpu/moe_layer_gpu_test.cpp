@@ -1,6 +1,7 @@
 // The whole MoE layer on the GPU (skipped without one): the plan's launches through the JIT runtime
 // with the monitor in error mode match the whole-layer reference on sampled tokens, for decode and
-// prefill batches, routed and hash layers with image tokens, bf16 and fp8, with no runtime compile.
+// prefill batches, routed and hash layers with image tokens, bf16, fp8 and nvfp4 (bf16 and f16
+// activations), with no runtime compile.
 #include <gtest/gtest.h>
 
 #include "replay/layer/layer_runner.h"
@@ -51,6 +52,29 @@ TEST(MoeLayerGpu, dsv4FlashFp8MatchesTheReference) {
   o.backend = LayerBackend::fp8;
   o.tokens = {8, 512};
   o.hash_layer = true;
+  o.check_tokens = 8;
+  expect_layer_matches(o);
+}
+
+TEST(MoeLayerGpu, dsv4FlashNvfp4MatchesTheReference) {
+  LayerRunOptions o;
+  o.config = "dsv4-flash-nvfp4";
+  o.backend = LayerBackend::nvfp4;
+  o.tokens = {1, 64, 2048};
+  o.image_tokens = 2;
+  o.check_tokens = 8;
+  expect_layer_matches(o);
+  o.hash_layer = true;
+  o.tokens = {8};
+  expect_layer_matches(o);
+}
+
+// f16 activations, zero-compute experts (dsv4-flash-f16) on the nvfp4 backend.
+TEST(MoeLayerGpu, dsv4FlashF16Nvfp4MatchesTheReference) {
+  LayerRunOptions o;
+  o.config = "dsv4-flash-f16";
+  o.backend = LayerBackend::nvfp4;
+  o.tokens = {1, 256, 1024};
   o.check_tokens = 8;
   expect_layer_matches(o);
 }
