@@ -125,6 +125,7 @@ struct Reader {
   }
   void raw(void* p, std::size_t n) {
     need(n);
+    if (n == 0) return;  // p may be an empty vector's null data()
     std::memcpy(p, b.data() + at, n);
     at += n;
   }
@@ -384,7 +385,7 @@ class RankProcess {
     HostTensor x = HostTensor::zeros("recv_x", DType::f8e4m3, {n, h});
     x.bytes = t.recv.recv_x;
     HostTensor scale = HostTensor::zeros("recv_x_scale", DType::i32, {n, t.recv.scale_cols});
-    std::memcpy(scale.data(), t.recv.recv_scale.data(), scale.bytes.size());
+    if (!scale.bytes.empty()) std::memcpy(scale.data(), t.recv.recv_scale.data(), scale.bytes.size());
     HostTensor topk = HostTensor::zeros("recv_topk", DType::i64, {n, k});
     for (std::int64_t i = 0; i < n * k; ++i) topk.set_int(i, t.global_ids(i));
     HostTensor counts = HostTensor::zeros("num_recv_tokens_per_expert", DType::i32, {e});
