@@ -517,7 +517,7 @@ std::vector<CompiledKernel> NvrtcCompiler::compile_shared(const KernelDef& def, 
   const JitLinkApi& api = jitlink();
   std::vector<std::string> link_options{"-arch=" + keys[0].arch};
   for (const std::string& o : keys[0].options)
-    if (o == "-lineinfo") link_options.push_back("-lineinfo");
+    if (o == "-lineinfo") link_options.emplace_back("-lineinfo");
   std::vector<const char*> link_c;
   for (const std::string& o : link_options) link_c.push_back(o.c_str());
   nvJitLinkHandle link = nullptr;

@@ -67,7 +67,8 @@ std::vector<std::vector<std::size_t>> schedule_programs(const std::vector<const 
     keys += groups[def].size();
   }
   const std::size_t per = auto_batch(keys, jobs);
-  const double target = jobs <= 1 || keys == 0 ? 0.0 : total / static_cast<double>((keys + per - 1) / per);
+  const std::size_t program_count = (keys + per - 1) / per;  // whole programs of `per` keys (rounded up)
+  const double target = jobs <= 1 || keys == 0 ? 0.0 : total / static_cast<double>(program_count);
 
   struct Program {
     std::vector<std::size_t> keys;
