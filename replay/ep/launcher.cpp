@@ -636,10 +636,12 @@ LaunchReport run_ranks(const LaunchOptions& o) {
     const ExpertWeights w = make_weights(c, o.seed ^ 0x77);
     report.ranks.resize(static_cast<std::size_t>(ranks));
     for (std::size_t step = 0; step < o.tokens.size(); ++step) {
-      for (std::uint32_t type : {kDispatch, kCombine}) {
-        for (auto& frames : parent.collect(type, all))
-          for (Frame& f : frames) parent.send(static_cast<std::size_t>(f.dst), f);
-      }
+      // The socket transport relays both all-to-alls through here; NCCL ranks exchange directly.
+      if (o.transport == Transport::socket)
+        for (std::uint32_t type : {kDispatch, kCombine}) {
+          for (auto& frames : parent.collect(type, all))
+            for (Frame& f : frames) parent.send(static_cast<std::size_t>(f.dst), f);
+        }
       Simulation s;
       for (auto& frames : parent.collect(kResult, one)) {
         Reader r{frames[0].payload};
