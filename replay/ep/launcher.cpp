@@ -281,7 +281,7 @@ class RankProcess {
     }
     const Frame idf = expect(kId);
     NcclUniqueId id{};
-    Reader(idf.payload).raw(id.data(), id.size());
+    Reader{idf.payload}.raw(id.data(), id.size());
     summary_.rank = rank_;
     summary_.id_digest = hex_digest({id.data(), id.size()}).substr(0, 16);
     if (nccl_) nccl_->init(id, ranks_, rank_);
