@@ -46,7 +46,9 @@ inline constexpr std::int64_t kBatchedMoeMaxTokensBoundaries[] = {16, 32, 64};
 // CompileKey fields, in order:
 //   dtype, out_dtype          dtypes of a/b and c
 //   quant                     "none" or "fp8_block"; with fp8_block scale_dtype (f32 or ue8m0)
-//   max_tokens                rep(max_tokens) (its value class: the row loop bound is a runtime value)
+//   max_tokens                rep(max_tokens) (its value class: the row loop bound is a runtime value;
+//                             do_not_specialize_on_alignment: 'D' reaches no instruction, so the
+//                             JitKey keeps only the constant 1)
 //   n, k                      N and K exactly (constexprs)
 //   block_m, block_n, block_k, warps, stages   the tile
 // E is not in the key: it is the grid's y extent only (no binary depends on it), so a case with

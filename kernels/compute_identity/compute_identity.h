@@ -27,6 +27,8 @@ struct ComputeIdentityArgs {
 //   num_tokens, hidden     rep(T), rep(H)
 //   x_aligned, out_aligned 16-byte alignment of x and out (ids and weights are read one element at
 //                          a time: do_not_specialize)
+// num_tokens is do_not_specialize_on_alignment: its 'D' class stays in the CompileKey but not in the
+// JitKey (it reaches no instruction), so rep(T) 16 and 2 share one compile.
 // first_identity and num_identity are do_not_specialize (only compared). Block: kComputeIdentityBlock
 // threads, one token per block.x, columns in 16-byte vectors of x's dtype.
 // Numerics: the scale sum and the product in fp32 (slot order), one rounding to out_dtype;

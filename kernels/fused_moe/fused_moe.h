@@ -130,7 +130,9 @@ class FusedMoeTuning {
 // a and c are do_not_specialize_on_alignment: the kernel tests their 16-byte alignment at run time
 // (one uniform branch), so misaligned views need no keys of their own; b must be 16-byte aligned
 // (validated). Scales, bias, weights and the layout tensors are read element by element
-// (do_not_specialize); strides and num_experts are do_not_specialize (validated to fit i32).
+// (do_not_specialize); strides and num_experts are do_not_specialize (validated to fit i32). em and
+// num_valid are do_not_specialize_on_alignment: their classes stay in the CompileKey, but 'D'
+// reaches no instruction, so the JitKey drops it and the classes of one tile share a compile.
 // Numerics: fp32 accumulation; f32 operands go through tf32 (rounded to nearest), so f32 results
 // carry about 2^-11 relative error per product (tolerance: 2^-8 relative to max(|ref|, rms/2));
 // bf16/f16 one rounding of the output. fp8: exact products, per-k-tile fp32 partial sums scaled by

@@ -32,7 +32,8 @@ struct LoraMoeArgs {
 //   mode                   "unpermute" | "finalize" (the constexpr MODE)
 //   dtype, out_dtype       dtypes of src and out
 //   top_k                  finalize: K (the constexpr TOP_K, slots unrolled); unpermute: 1
-//   num_rows, cols         rep(out rows), rep(C)
+//   num_rows, cols         rep(out rows), rep(C) (num_rows is do_not_specialize_on_alignment: its
+//                          'D' class reaches no instruction, so the JitKey keeps only the constant 1)
 //   src_aligned, out_aligned  16-byte alignment of src and out
 //   delta_dtype, delta_aligned  finalize only
 // idx and weights are read one element at a time (do_not_specialize); src_rows (N, only compared)

@@ -36,7 +36,8 @@ inline constexpr std::int64_t kMoeMulSumTokenBoundaries[] = {32, 2048};
 // CompileKey fields, in order:
 //   dtype, out_dtype      dtypes of x and out
 //   top_k                 K (the constexpr TOP_K)
-//   num_tokens, hidden    rep(T), rep(H)
+//   num_tokens, hidden    rep(T), rep(H) (num_tokens is do_not_specialize_on_alignment: its 'D'
+//                         class reaches no instruction, so the JitKey keeps only the constant 1)
 //   has_expert_map        ids and map given; then also ids_dtype
 //   x_aligned, out_aligned  16-byte alignment of x and out (weights, ids and map are read
 //                         without vectors: do_not_specialize, so their alignment is not a key)

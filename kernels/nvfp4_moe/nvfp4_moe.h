@@ -88,7 +88,8 @@ DType nvfp4_moe_act_dtype(DType model_act_dtype);
 // a and c are do_not_specialize_on_alignment: the kernel tests their 16-byte alignment at run time
 // (one uniform branch); b and b_scale must be 16-byte aligned (validated, so always `D`). The
 // global scales, bias, weights and layout tensors are read element by element (do_not_specialize);
-// strides and num_experts are do_not_specialize (validated to fit i32); the weight strides follow
+// strides and num_experts are do_not_specialize (validated to fit i32; em and num_valid are
+// do_not_specialize_on_alignment, as in fused_moe: 'D' reaches no instruction); the weight strides follow
 // from the constexprs N and K (dense tensors).
 // Numerics: each decoded weight e2m1 * e4m3 is exact in bf16 and f16 (at most 5 significant bits,
 // exponents within both ranges), so the tensor-core products are exact; fp32 accumulation; the

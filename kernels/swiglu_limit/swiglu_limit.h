@@ -29,6 +29,8 @@ struct SwigluLimitArgs {
 //   num_rows, inter        rep(R), rep(I) (I % 16 == 0 makes every row 16-byte aligned)
 //   in_aligned, out_aligned  16-byte alignment of input and out (ids and map are read one element
 //                          at a time: do_not_specialize, no alignment in the key)
+// num_rows is do_not_specialize_on_alignment: its 'D' class stays in the CompileKey but not in the
+// JitKey (it reaches no instruction), so rep(R) 16 and 2 share one compile.
 // num_experts is do_not_specialize (only compared). Block: kSwigluLimitBlock threads, one row per
 // block.x, columns in 16-byte vectors of the input dtype.
 // Numerics: fp32 math (silu(x) = x / (1 + exp(-x))), one rounding to out_dtype; tolerance 2 ulps

@@ -1,0 +1,238 @@
+// Key-level folding: CompileKeys that differ only in a value class the device code never uses
+// ('D' of fused_moe's em and num_valid, ...) share one JitKey, so one NVRTC compile and one cache
+// entry; a class that changes the code (the constant 1) keeps keys apart, and the folded class
+// really reaches no instruction (real NVRTC: the same SASS with and without it).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "equivalence/kernel_table.h"
+#include "warmup/compiler.h"
+#include "warmup/error.h"
+#include "warmup/model_config.h"
+#include "warmup/orchestrator.h"
+
+namespace warmkey {
+namespace {
+
+// The kernels that fold, and the CompileKey fields whose 'D' class their JitKey no longer holds
+// (do_not_specialize_on_alignment in their signature).
+const std::map<std::string, std::set<std::string>>& folded() {
+  static const std::map<std::string, std::set<std::string>> f = {
+      {"fused_moe", {"em", "num_valid"}}, {"nvfp4_moe", {"em", "num_valid"}},   {"moe_mul_sum", {"num_tokens"}},
+      {"swiglu_limit", {"num_rows"}},     {"compute_identity", {"num_tokens"}}, {"lora_moe", {"num_rows"}},
+      {"batched_moe", {"max_tokens"}}};
+  return f;
+}
+
+CompileTarget target() {
+  CompileTarget t;
+  t.arch = "sm_90";
+  t.nvrtc_version = "13.0";
+  return t;
+}
+
+Plan plan_of(const std::string& config, const std::optional<std::string>& kernel = {}) {
+  return plan_warmup(equivalence::builtin_registry(), load_config(config), kernel, target());
+}
+
+std::size_t distinct_bound_keys(const Plan& p) {
+  std::unordered_set<BoundKey, BoundKeyHash> s;
+  for (const auto& e : p.entries) s.insert(e.bound);
+  return s.size();
+}
+
+// Compile keys and JIT keys per config and kernel: the counters a cold warmup compiles (measured
+// before folding: every compile key was its own JIT key; docs/PERFORMANCE.md "Key-level folding").
+TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
+  struct Row {
+    const char* config;
+    const char* kernel;  // nullptr: the whole config
+    std::size_t compile_keys, jit_keys;
+  };
+  const Row rows[] = {
+      {"dsv4-flash", "fused_moe", 36, 10},
+      {"dsv4-flash", "moe_mul_sum", 28, 16},
+      {"dsv4-flash", "swiglu_limit", 8, 4},
+      {"dsv4-flash", nullptr, 142, 100},
+      {"dsv4-flash-fp8", "fused_moe", 36, 10},
+      {"dsv4-flash-fp8", nullptr, 142, 100},
+      {"dsv4-flash-f16", "fused_moe", 36, 10},
+      {"dsv4-flash-f16", "nvfp4_moe", 36, 10},
+      {"dsv4-flash-f16", "compute_identity", 12, 8},
+      {"dsv4-flash-f16", nullptr, 190, 118},
+      {"tiny", "lora_moe", 32, 20},
+      {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
+  };
+  for (const Row& r : rows) {
+    const Plan p = r.kernel ? plan_of(r.config, std::string(r.kernel)) : plan_of(r.config);
+    const std::string what = str_cat(r.config, " ", r.kernel ? r.kernel : "(all kernels)");
+    EXPECT_EQ(p.entries.size(), r.compile_keys) << what;
+    EXPECT_EQ(p.distinct_jit_keys(), r.jit_keys) << what;
+    EXPECT_EQ(distinct_bound_keys(p), r.jit_keys) << what << ": the runtime compiles one per BoundKey";
+  }
+}
+
+// Within every embedded config, keys that share a JitKey differ only in folded fields, and every
+// folded kernel a config runs does fold something.
+TEST(KeyFolding, keysSharingAJitKeyDifferOnlyInFoldedClasses) {
+  for (const std::string& config : embedded_config_names()) {
+    const Plan p = plan_of(config);
+    std::map<std::string, std::vector<const PlanEntry*>> by_jit;
+    for (const auto& e : p.entries) by_jit[e.jit.digest()].push_back(&e);
+    std::set<std::string> kernels_that_fold;
+    for (const auto& [digest, group] : by_jit) {
+      if (group.size() < 2) continue;
+      const std::string& kernel = group.front()->key.kernel();
+      kernels_that_fold.insert(kernel);
+      ASSERT_TRUE(folded().contains(kernel)) << config << ": " << kernel << " shares a JitKey between compile keys";
+      for (const PlanEntry* e : group) {
+        for (const std::string& d : diff(group.front()->key, e->key)) {
+          const std::string field = d.substr(0, d.find(':'));
+          EXPECT_TRUE(folded().at(kernel).contains(field))
+              << config << ": " << group.front()->key << " and " << e->key << " share a JitKey but differ in " << d;
+        }
+      }
+    }
+    for (const auto& e : p.entries) {
+      if (folded().contains(e.key.kernel()))
+        EXPECT_TRUE(kernels_that_fold.contains(e.key.kernel())) << config << ": " << e.key.kernel() << " folds nothing";
+    }
+  }
+}
+
+const PlanEntry& first_key(const Plan& p, const std::function<bool(const CompileKey&)>& pred) {
+  for (const auto& e : p.entries) {
+    if (pred(e.key)) return e;
+  }
+  throw Error("key_folding_test: no such key in the plan");
+}
+
+JitKey jit_of(const CompileKey& key) {
+  const Kernel& k = equivalence::builtin_registry().at(key.kernel());
+  return make_jit_key(k.warmup_bound_key(key), target());
+}
+
+TEST(KeyFolding, aFoldedClassSharesTheJitKeyACodeChangingFieldDoesNot) {
+  const Plan p = plan_of("dsv4-flash", std::string("fused_moe"));
+  // W13, sorted layout: em and num_valid divisible by 16 or not, one JitKey.
+  const CompileKey w13 =
+      first_key(p, [](const CompileKey& k) { return k.get_int("top_k") == 6 && !k.get_bool("naive"); }).key;
+  const CompileKey em16 = w13.with("em", std::int64_t{16}), em2 = w13.with("em", std::int64_t{2});
+  ASSERT_NE(em16, em2);
+  EXPECT_EQ(jit_of(em16), jit_of(em2));
+  EXPECT_EQ(jit_of(em16).digest(), jit_of(em2).digest());
+  EXPECT_EQ(jit_of(w13.with("num_valid", std::int64_t{16})), jit_of(w13.with("num_valid", std::int64_t{2})));
+  // The tile changes the code: another JitKey.
+  EXPECT_NE(jit_of(w13), jit_of(w13.with("stages", std::int64_t{3})));
+  // W2 (top_k 1), naive layout: num_valid == 1 (one entry: a W2 key no dsv4 warmup needs, but a valid
+  // input) is the constant 1, other code; it stays apart from the 'D' and plain classes, which share.
+  const CompileKey w2 = first_key(p, [](const CompileKey& k) {
+                          return k.get_int("top_k") == 1 && k.get_bool("naive") && k.get_int("num_valid") == 2;
+                        }).key;
+  const JitKey one = jit_of(w2.with("num_valid", std::int64_t{1}).with("em", std::int64_t{1})), two = jit_of(w2);
+  EXPECT_NE(one, two);
+  EXPECT_EQ(two, jit_of(w2.with("num_valid", std::int64_t{16}).with("em", std::int64_t{16})));
+  EXPECT_FALSE(diff(one, two).empty());
+
+  // The other folded kernels: their folded field alone never splits a JitKey.
+  const Plan mms = plan_of("dsv4-flash", std::string("moe_mul_sum"));
+  const CompileKey m = first_key(mms, [](const CompileKey& k) { return k.get_int("num_tokens") == 16; }).key;
+  EXPECT_EQ(jit_of(m), jit_of(m.with("num_tokens", std::int64_t{2})));
+  EXPECT_NE(jit_of(m), jit_of(m.with("num_tokens", std::int64_t{1})));
+  EXPECT_NE(jit_of(m), jit_of(m.with("hidden", std::int64_t{2})));  // hidden % 16 picks the vector path
+}
+
+// ---- the folded class reaches no instruction (real NVRTC, compile-only) --------------------------
+
+// The sections of a cubin (64-bit little-endian ELF) whose name starts with `prefix`, by name with
+// the Spec struct's name (k_<16 hex>, different per JitKey) masked.
+std::map<std::string, std::string> sections(const std::string& elf, const std::string& prefix) {
+  auto u16 = [&](std::size_t o) {
+    std::uint16_t v;
+    std::memcpy(&v, elf.data() + o, 2);
+    return v;
+  };
+  auto u32 = [&](std::size_t o) {
+    std::uint32_t v;
+    std::memcpy(&v, elf.data() + o, 4);
+    return v;
+  };
+  auto u64 = [&](std::size_t o) {
+    std::uint64_t v;
+    std::memcpy(&v, elf.data() + o, 8);
+    return v;
+  };
+  std::map<std::string, std::string> out;
+  if (elf.size() < 64 || elf.compare(0, 4,
+                                     "\x7f"
+                                     "ELF") != 0)
+    return out;
+  const std::uint64_t shoff = u64(0x28);
+  const std::uint16_t shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
+  const std::uint64_t names = u64(shoff + std::uint64_t{shstrndx} * shentsize + 0x18);
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    const std::uint64_t h = shoff + std::uint64_t{i} * shentsize;
+    std::string name(elf.c_str() + names + u32(h));
+    if (!name.starts_with(prefix)) continue;
+    name = std::regex_replace(name, std::regex("k_[0-9a-f]{16}"), "k_X");
+    out[name] = elf.substr(u64(h + 0x18), u64(h + 0x20));
+  }
+  return out;
+}
+
+// The machine code of one key compiled alone: its SASS and its attributes (registers, parameters).
+std::map<std::string, std::string> code_of(const KernelDef& def, const JitKey& key) {
+  NvrtcCompiler c(target());
+  const auto out = c.compile_batch(def, {key});
+  auto code = sections(*out.at(0).cubin, ".text.");
+  for (auto& [name, bytes] : sections(*out.at(0).cubin, ".nv.info.")) code[name] = bytes;
+  return code;
+}
+
+// `key` with `param`'s class set as an unfolded signature would bind it: 'D' (attr "D") or the
+// constant 1 (type "constexpr", attr "1").
+JitKey with_class(JitKey key, const std::string& param, const std::string& type, const std::string& attr) {
+  for (ParamKey& p : key.params) {
+    if (p.name == param) {
+      p.type = type;
+      p.attr = attr;
+      return key;
+    }
+  }
+  throw Error(str_cat("key_folding_test: no parameter ", param, " in ", key.signature_text()));
+}
+
+TEST(KeyFolding, theFoldedDivisibilityReachesNoInstruction) {
+  // swiglu_limit: num_rows (a row loop bound); fused_moe: em and num_valid of a W13 BLOCK_M=16 key.
+  const Plan sw = plan_of("dsv4-flash", std::string("swiglu_limit"));
+  const PlanEntry& s = sw.entries.front();
+  ASSERT_EQ(s.jit.params.at(static_cast<std::size_t>(s.kernel->def().param_index("num_rows"))).attr, "");
+  const auto plain = code_of(s.kernel->def(), s.jit);
+  ASSERT_GE(plain.size(), 2U);  // at least the kernel's .text and .nv.info
+  EXPECT_EQ(code_of(s.kernel->def(), with_class(s.jit, "num_rows", "i32", "D")), plain)
+      << "num_rows % 16 == 0 changes swiglu_limit's code: it must not be folded";
+  // The comparison sees code changes: the constant 1 is other code.
+  EXPECT_NE(code_of(s.kernel->def(), with_class(s.jit, "num_rows", "constexpr", "1")), plain);
+
+  const Plan fm = plan_of("dsv4-flash", std::string("fused_moe"));
+  const PlanEntry& f = first_key(fm, [](const CompileKey& k) {
+    return k.get_int("top_k") == 6 && !k.get_bool("naive") && k.get_int("block_m") == 16;
+  });
+  const auto folded_code = code_of(f.kernel->def(), f.jit);
+  EXPECT_EQ(code_of(f.kernel->def(), with_class(with_class(f.jit, "em", "i32", "D"), "num_valid", "i32", "D")),
+            folded_code)
+      << "em or num_valid % 16 == 0 changes fused_moe's code: they must not be folded";
+}
+
+}  // namespace
+}  // namespace warmkey
