@@ -29,7 +29,10 @@ struct TransparentHash {
 // flag reads one bit of a byte, a pick the byte modulo its count).
 class TracingDraw final : public spaces::Draw {
  public:
-  explicit TracingDraw(spaces::ByteDraw& inner) : inner_(inner) { set_labelling(false); }
+  explicit TracingDraw(spaces::ByteDraw& inner) : inner_(inner) {
+    set_labelling(false);
+    trace_.reserve(256);  // draw_config draws at most about 25 times: one allocation
+  }
   std::string take_trace() { return std::move(trace_); }
 
  protected:

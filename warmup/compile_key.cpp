@@ -4,7 +4,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -77,44 +76,25 @@ std::string CompileKey::to_string() const {
 }
 
 std::size_t CompileKey::hash() const {
-  // Allocation-free (fuzzing and warmup hash keys by the thousand): the parts go into one buffer
-  // on the stack, hashed in one call (or one per full buffer, each chained into the next's seed);
-  // names end with their terminator, values carry their alternative's index.
-  std::array<char, 256> buf;  // filled before it is read
-  std::size_t len = 0;
-  XXH64_hash_t h = 0;
-  auto put = [&](const void* p, std::size_t n) {
-    const auto* bytes = static_cast<const char*>(p);
-    while (n > 0) {
-      if (len == buf.size()) {
-        h = XXH3_64bits_withSeed(buf.data(), len, h);
-        len = 0;
-      }
-      const std::size_t take = std::min(n, buf.size() - len);
-      std::memcpy(buf.data() + len, bytes, take);
-      len += take;
-      bytes += take;
-      n -= take;
-    }
-  };
-  put(kernel_.c_str(), kernel_.size() + 1);
-  for (const auto& [name, value] : fields_) {
-    put(name.c_str(), name.size() + 1);
-    const auto index = static_cast<std::uint8_t>(value.index());
-    put(&index, 1);
+  // Allocation-free (fuzzing and warmup hash keys by the thousand): each part chains into the seed
+  // of the next; names end with their terminator, values carry their alternative's index.
+  XXH64_hash_t h = XXH3_64bits(kernel_.data(), kernel_.size());
+  for (auto& [name, value] : fields_) {
+    h = XXH3_64bits_withSeed(name.c_str(), name.size() + 1, h);
+    std::uint8_t part[9] = {static_cast<std::uint8_t>(value.index())};
+    std::size_t n = 1;
     if (const auto* i = std::get_if<std::int64_t>(&value)) {
-      put(i, sizeof(*i));
+      std::memcpy(part + 1, i, sizeof(*i));
+      n += sizeof(*i);
     } else if (const auto* b = std::get_if<bool>(&value)) {
-      const std::uint8_t v = *b ? 1 : 0;
-      put(&v, 1);
+      part[n++] = *b ? 1 : 0;
     } else if (const auto* d = std::get_if<DType>(&value)) {
-      const auto v = static_cast<std::uint8_t>(*d);
-      put(&v, 1);
-    } else if (const auto* t = std::get_if<std::string>(&value)) {
-      put(t->c_str(), t->size() + 1);
+      part[n++] = static_cast<std::uint8_t>(*d);
     }
+    h = XXH3_64bits_withSeed(part, n, h);
+    if (const auto* t = std::get_if<std::string>(&value)) h = XXH3_64bits_withSeed(t->c_str(), t->size() + 1, h);
   }
-  return static_cast<std::size_t>(XXH3_64bits_withSeed(buf.data(), len, h));
+  return static_cast<std::size_t>(h);
 }
 
 std::ostream& operator<<(std::ostream& os, const CompileKey& k) { return os << k.to_string(); }
