@@ -23,26 +23,66 @@ struct TransparentHash {
   std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
-// One kernel's state across inputs: the warm set of each config seen, found by the bytes the
-// config was decoded from (zeros past the end of the input), and the warmup evaluations of its keys
-// (which do not depend on the config) shared by all of them. A hit skips decoding the config: the
-// same first bytes decode to the same config, and the runtime input is read from the bytes after.
+// Draws through a ByteDraw and records every result. draw_config is a function of its draws'
+// results, so two inputs whose config draws give the same results decode to the same config (name
+// included), whatever their bytes: libFuzzer's mutations of the config bytes mostly keep them (a
+// flag reads one bit of a byte, a pick the byte modulo its count).
+class TracingDraw final : public spaces::Draw {
+ public:
+  explicit TracingDraw(spaces::ByteDraw& inner) : inner_(inner) {
+    set_labelling(false);
+    trace_.reserve(256);  // draw_config draws at most about 25 times: one allocation
+  }
+  std::string take_trace() { return std::move(trace_); }
+
+ protected:
+  std::int64_t draw_integer(std::string_view name, std::int64_t lo, std::int64_t hi,
+                            std::span<const std::int64_t> marks) override {
+    return note(inner_.integer(name, lo, hi, marks));
+  }
+  std::size_t draw_pick(std::string_view name, std::size_t n) override { return note(inner_.pick(name, n)); }
+  std::size_t draw_pick_within_class(std::string_view name, std::size_t n) override {
+    return note(inner_.pick_within_class(name, n));
+  }
+
+ private:
+  template <class T>
+  T note(T v) {
+    trace_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return v;
+  }
+  spaces::ByteDraw& inner_;
+  std::string trace_;
+};
+
+// One kernel's state across inputs: the warm set of each config seen, found first by the bytes the
+// config was decoded from (zeros past the end of the input), then by the results of its draws,
+// and the warmup evaluations of its keys (which do not depend on the config) shared by all of
+// them. A byte hit skips decoding the config: the same first bytes decode to the same config, and
+// the runtime input is read from the bytes after. A draw hit skips warmup_keys() and the set.
 struct FuzzState {
-  // Past this many keys in all, the oldest warm sets are dropped, one or two per new config: bounded
-  // memory without a pause (dropping thousands of sets at once once stalled an input past
-  // libFuzzer's -timeout on a loaded machine: fuzz/regressions/compute_identity/reports/).
+  // Past this many keys and byte prefixes in all, the oldest warm sets are dropped, one or two per
+  // new config: bounded memory without a pause (dropping thousands of sets at once once stalled an
+  // input past libFuzzer's -timeout on a loaded machine: fuzz/regressions/compute_identity/reports/).
   static constexpr std::size_t kMaxKeys = std::size_t{1} << 15;
+
+  // One decoded config: its warm set and the byte prefixes that decode to it.
+  struct Entry {
+    std::unique_ptr<WarmSet> warm;
+    std::vector<std::string> prefixes;
+  };
 
   const spaces::InputSpace* space = nullptr;
   const Kernel* kernel = nullptr;
   std::unique_ptr<Kernel> planted;  // WARMKEY_FUZZ_MUTANT's mutant, when it names one of this kernel
   WarmupMemo memo;
-  std::unordered_map<std::string, std::unique_ptr<WarmSet>, TransparentHash, std::equal_to<>> by_prefix;
+  std::unordered_map<std::string, Entry, TransparentHash, std::equal_to<>> by_trace;
+  std::unordered_map<std::string, const WarmSet*, TransparentHash, std::equal_to<>> by_prefix;
   std::vector<std::size_t> lengths;  // the distinct prefix lengths of by_prefix (or once in it), ascending
-  std::deque<std::string> order;     // by_prefix's ids, oldest first
-  std::size_t keys = 0;
+  std::deque<std::string> order;     // by_trace's ids, oldest first
+  std::size_t keys = 0;              // warmup keys of the sets, plus one per set and per prefix
   // Counters (WARMKEY_FUZZ_STATS=1 prints them at exit).
-  std::size_t hits = 0, misses = 0, evicted = 0;
+  std::size_t hits = 0, trace_hits = 0, misses = 0, evicted = 0;
 
   // The warm set whose config the input's first bytes decode to, and their count; nullptr if none yet.
   std::pair<const WarmSet*, std::size_t> find(const std::uint8_t* data, std::size_t size) const {
@@ -56,30 +96,47 @@ struct FuzzState {
         padded.append(n - size, '\0');
         id = padded;
       }
-      if (auto it = by_prefix.find(id); it != by_prefix.end()) return {it->second.get(), n};
+      if (auto it = by_prefix.find(id); it != by_prefix.end()) return {it->second, n};
     }
     return {nullptr, 0};
   }
 
-  const WarmSet& add(const std::uint8_t* data, std::size_t size, std::size_t config_bytes, const ModelConfig& config) {
-    ++misses;
-    while (keys >= kMaxKeys && !order.empty()) {
-      ++evicted;
-      auto old = by_prefix.find(order.front());
-      keys -= old->second->keys().size() + 1;
-      by_prefix.erase(old);
-      order.pop_front();
+  // The warm set of the config decoded from the input's first config_bytes bytes, whose draws gave
+  // `trace`; made from `config` when no earlier input's draws gave the same.
+  const WarmSet& add(const std::uint8_t* data, std::size_t size, std::size_t config_bytes, std::string trace,
+                     const ModelConfig& config) {
+    evict();  // first: it may drop the set this input's draws would find
+    auto it = by_trace.find(trace);
+    if (it != by_trace.end()) {
+      ++trace_hits;
+    } else {
+      ++misses;
+      auto warm = std::make_unique<WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
+      keys += warm->keys().size() + 1;
+      order.push_back(trace);
+      it = by_trace.emplace(std::move(trace), Entry{std::move(warm), {}}).first;
     }
     std::string id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
     id.append(config_bytes - id.size(), '\0');
-    auto warm = std::make_unique<WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
-    keys += warm->keys().size() + 1;
     if (std::find(lengths.begin(), lengths.end(), config_bytes) == lengths.end()) {
       lengths.push_back(config_bytes);
       std::sort(lengths.begin(), lengths.end());
     }
-    order.push_back(id);
-    return *by_prefix.emplace(std::move(id), std::move(warm)).first->second;
+    ++keys;
+    by_prefix.emplace(id, it->second.warm.get());
+    it->second.prefixes.push_back(std::move(id));
+    return *it->second.warm;
+  }
+
+  void evict() {
+    while (keys >= kMaxKeys && !order.empty()) {
+      ++evicted;
+      auto old = by_trace.find(order.front());
+      keys -= old->second.warm->keys().size() + 1 + old->second.prefixes.size();
+      for (const std::string& p : old->second.prefixes) by_prefix.erase(p);
+      by_trace.erase(old);
+      order.pop_front();
+    }
   }
 };
 
@@ -92,8 +149,10 @@ FuzzState& state_of(std::string_view kernel) {
     if (e != nullptr && *e != '\0' && *e != '0') {
       std::atexit([] {
         for (auto& [name, st] : states)
-          std::fprintf(stderr, "warmkey fuzz stats: %s: config prefixes hit %zu, new %zu, evicted %zu, memo keys %zu\n",
-                       name.c_str(), st->hits, st->misses, st->evicted, st->memo.size());
+          std::fprintf(stderr,
+                       "warmkey fuzz stats: %s: config prefixes hit %zu, configs hit by their draws %zu, new %zu, "
+                       "evicted %zu, memo keys %zu\n",
+                       name.c_str(), st->hits, st->trace_hits, st->misses, st->evicted, st->memo.size());
       });
     }
     return true;
@@ -137,9 +196,10 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
   d.set_labelling(false);
   if (found == nullptr) {
     // Lazy warm sets: a new config costs warmup_keys(), and each key is warmed when an input reaches it.
-    ModelConfig decoded = spaces::draw_config(d);
+    TracingDraw traced(d);
+    ModelConfig decoded = spaces::draw_config(traced);
     config_bytes = d.consumed();
-    found = &st.add(data, size, config_bytes, decoded);
+    found = &st.add(data, size, config_bytes, traced.take_trace(), decoded);
   }
   const WarmSet& warm = *found;
   const ModelConfig& config = warm.config();

@@ -149,7 +149,11 @@ void KeySpace::walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& 
       break;
     case Step::kMap: {
       CompileKey mapped = s.map(key);
-      walk(step + 1, mapped, out);
+      if (step + 1 == steps_.size()) {
+        out.push_back(std::move(mapped));  // a last map makes the leaf itself: no second copy
+      } else {
+        walk(step + 1, mapped, out);
+      }
       break;
     }
   }

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -65,8 +67,13 @@ FusedMoeTile make_tile(std::int64_t bm, std::int64_t bn, std::int64_t group_m, s
 
 // ---- tuned files ------------------------------------------------------------------------------
 
+// The name under configs/ an embedded tuned file would have.
+std::string embedded_name(const std::string& name_or_path) {
+  return name_or_path.ends_with(".json") ? name_or_path : name_or_path + ".json";
+}
+
 std::string read_text(const std::string& name_or_path) {
-  const std::string embedded = name_or_path.ends_with(".json") ? name_or_path : name_or_path + ".json";
+  const std::string embedded = embedded_name(name_or_path);
   if (embedded_configs().contains(embedded)) return embedded_configs().text(embedded);
   std::ifstream in(name_or_path, std::ios::binary);
   if (!in)
@@ -196,6 +203,30 @@ FusedMoeTuning FusedMoeTuning::load(const std::string& name_or_path) {
   return parse(read_text(name_or_path), name_or_path);
 }
 
+std::shared_ptr<const FusedMoeTuning> FusedMoeTuning::load_shared(const std::string& name_or_path) {
+  // NOTES: warmup_keys() asks for the config's file on every call (the fuzz harness: thousands of
+  // configs), and parsing it was 7 % of fused_moe's fuzzing time. An embedded file cannot change,
+  // so its name is its identity; a path is read again and compared with the text it was parsed from.
+  struct Parsed {
+    std::string text;  // empty for an embedded file
+    std::shared_ptr<const FusedMoeTuning> tuning;
+  };
+  static std::mutex mu;
+  static std::map<std::string, Parsed, std::less<>> parsed;
+  const std::string embedded = embedded_name(name_or_path);
+  const bool is_embedded = embedded_configs().contains(embedded);
+  std::string text = is_embedded ? std::string() : read_text(name_or_path);
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (auto it = parsed.find(name_or_path); it != parsed.end() && it->second.text == text) return it->second.tuning;
+  }
+  auto tuning = std::make_shared<const FusedMoeTuning>(
+      parse(is_embedded ? embedded_configs().text(embedded) : text, name_or_path));  // throws outside the lock
+  const std::lock_guard<std::mutex> lock(mu);
+  parsed.insert_or_assign(name_or_path, Parsed{std::move(text), tuning});
+  return tuning;
+}
+
 const FusedMoeTuning::Buckets* FusedMoeTuning::buckets(std::int64_t n, std::int64_t k, DType dtype) const {
   auto it = shapes_.find(shape_name(n, k, dtype));
   return it == shapes_.end() ? nullptr : &it->second;
@@ -277,8 +308,8 @@ bool FusedMoe::used_by(const ModelConfig& config) const {
 std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
   const std::int64_t e_local = config.num_local_experts(), k_route = config.num_experts_per_tok;
   const bool naive_allowed = config.ep_size == 1;  // with EP an expert map is in use: always sorted
-  std::optional<FusedMoeTuning> tuning;
-  if (!config.fused_moe_tuned_config.empty()) tuning = FusedMoeTuning::load(config.fused_moe_tuned_config);
+  std::shared_ptr<const FusedMoeTuning> tuning;
+  if (!config.fused_moe_tuned_config.empty()) tuning = FusedMoeTuning::load_shared(config.fused_moe_tuned_config);
 
   std::vector<CompileKey> keys;
   for (const Gemm& g : config_gemms(config)) {

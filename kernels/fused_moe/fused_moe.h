@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +97,9 @@ class FusedMoeTuning {
   static FusedMoeTuning parse(std::string_view json_text, std::string_view source);
   // An embedded file (configs/tuned/..., by its name under configs/) or a path.
   static FusedMoeTuning load(const std::string& name_or_path);
+  // load(), parsed once per process for each (name or path, content): a file whose content changed
+  // is parsed again, a bad file throws on every call. Thread-safe; the result is never modified.
+  static std::shared_ptr<const FusedMoeTuning> load_shared(const std::string& name_or_path);
 
   const std::string& device() const { return device_; }
   // The buckets of one GEMM shape, or nullptr.

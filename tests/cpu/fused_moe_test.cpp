@@ -4,7 +4,11 @@
 // from the generic engine over the kernel table's row.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "equivalence/oracles/fused_moe.h"
 #include "kernels/fused_moe/fused_moe.h"
@@ -225,6 +229,36 @@ TEST(FusedMoeTuning, badFilesGetErrorsNamingTheEntry) {
     }
   }
   EXPECT_THROW(FusedMoeTuning::load("no/such/tuned.json"), InputError);
+}
+
+TEST(FusedMoeTuning, loadSharedParsesAFileOnceAndSeesItChange) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / str_cat("warmkey_tuned_", ::getpid(), ".json");
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::binary | std::ios::trunc) << text; };
+  const std::string shape = "N=256,K=128,dtype=bf16";
+  write(tuned_file(shape, str_cat(R"({"1": )", kTile16, "}")));
+  const auto first = FusedMoeTuning::load_shared(path.string());
+  EXPECT_EQ(FusedMoeTuning::load_shared(path.string()).get(), first.get());  // parsed once
+  EXPECT_EQ(first->tile_for(1, 256, 128, DType::bf16)->block_m, 16);
+  write(tuned_file(shape, str_cat(R"({"1": )", kTile64, "}")));  // the file changes: parsed again
+  const auto changed = FusedMoeTuning::load_shared(path.string());
+  EXPECT_NE(changed.get(), first.get());
+  EXPECT_EQ(changed->tile_for(1, 256, 128, DType::bf16)->block_m, 64);
+  EXPECT_EQ(first->tile_for(1, 256, 128, DType::bf16)->block_m, 16);  // a held result stays as it was
+  write("{");                                                         // a bad file throws on every call
+  for (int i = 0; i < 2; ++i) {
+    try {
+      FusedMoeTuning::load_shared(path.string());
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("invalid JSON"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove(path);
+  EXPECT_THROW(FusedMoeTuning::load_shared(path.string()), InputError);
+  EXPECT_EQ(FusedMoeTuning::load_shared("tuned/fused_moe_H200").get(),
+            FusedMoeTuning::load_shared("tuned/fused_moe_H200").get());
 }
 
 TEST(FusedMoeTuning, theShippedFileLoadsAndWarmupEnumeratesItsTiles) {
