@@ -54,11 +54,6 @@ const KernelDef& BatchedMoe::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  // max_tokens: the divisibility by 16 reaches no instruction (the SASS of every config's keys is the
-  // same with and without it: bench/sass_fold_check.py, docs/PERFORMANCE.md "Key-level folding").
-  // do_not_specialize_on_alignment keeps the width and the constant 1 in the JitKey and drops 'D', so
-  // CompileKeys that differ only in its class share one JitKey, compile and cache entry.
-  constexpr auto kFold = Specialize::do_not_specialize_on_alignment;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   static const KernelDef def{
       std::string(kName),
@@ -66,7 +61,7 @@ const KernelDef& BatchedMoe::kernel_def() {
       "batched_moe_kernel",
       {{"N"}, {"K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"WARPS"}, {"STAGES"}},
       {in("a", kNoAlign), in("b"), out("c", kNoAlign), in("expert_num_tokens", kNoSpec), in("a_scale", kNoSpec),
-       in("b_scale", kNoSpec), integer("max_tokens", kFold), integer("stride_ae", kNoSpec),
+       in("b_scale", kNoSpec), integer("max_tokens", kNoAlign), integer("stride_ae", kNoSpec),
        integer("stride_am", kNoSpec), integer("stride_be", kNoSpec), integer("stride_bn", kNoSpec),
        integer("stride_ce", kNoSpec), integer("stride_cm", kNoSpec)},
       &kernel_sources()};

@@ -25,17 +25,13 @@ const KernelDef& ComputeIdentity::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  // num_tokens: the divisibility by 16 reaches no instruction (the SASS of every config's keys is the
-  // same with and without it: bench/sass_fold_check.py, docs/PERFORMANCE.md "Key-level folding").
-  // do_not_specialize_on_alignment keeps the width and the constant 1 in the JitKey and drops 'D', so
-  // CompileKeys that differ only in its class share one JitKey, compile and cache entry.
-  constexpr auto kFold = Specialize::do_not_specialize_on_alignment;
+  constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   static const KernelDef def{
       std::string(kName),
       "compute_identity/compute_identity.cuh",
       "compute_identity_kernel",
       {{"TOP_K"}, {"BLOCK"}},
-      {in("x"), in("topk_ids", kNoSpec), in("topk_weights", kNoSpec), out("out"), integer("num_tokens", kFold),
+      {in("x"), in("topk_ids", kNoSpec), in("topk_weights", kNoSpec), out("out"), integer("num_tokens", kNoAlign),
        integer("hidden"), integer("first_identity", kNoSpec), integer("num_identity", kNoSpec)},
       &kernel_sources()};
   return def;

@@ -46,17 +46,13 @@ const KernelDef& LoraMoe::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  // num_rows: the divisibility by 16 reaches no instruction (the SASS of every config's keys is the
-  // same with and without it: bench/sass_fold_check.py, docs/PERFORMANCE.md "Key-level folding").
-  // do_not_specialize_on_alignment keeps the width and the constant 1 in the JitKey and drops 'D', so
-  // CompileKeys that differ only in its class share one JitKey, compile and cache entry.
-  constexpr auto kFold = Specialize::do_not_specialize_on_alignment;
+  constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   static const KernelDef def{
       std::string(kName),
       "lora_moe/lora_moe.cuh",
       "lora_moe_kernel",
       {{"MODE"}, {"TOP_K"}, {"BLOCK"}},
-      {in("src"), in("idx", kNoSpec), in("weights", kNoSpec), in("delta"), out("out"), integer("num_rows", kFold),
+      {in("src"), in("idx", kNoSpec), in("weights", kNoSpec), in("delta"), out("out"), integer("num_rows", kNoAlign),
        integer("cols"), integer("src_rows", kNoSpec), floating("scale")},
       &kernel_sources()};
   return def;

@@ -58,18 +58,14 @@ const KernelDef& MoeMulSum::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  // num_tokens: the divisibility by 16 reaches no instruction (the SASS of every config's keys is the
-  // same with and without it: bench/sass_fold_check.py, docs/PERFORMANCE.md "Key-level folding").
-  // do_not_specialize_on_alignment keeps the width and the constant 1 in the JitKey and drops 'D', so
-  // CompileKeys that differ only in its class share one JitKey, compile and cache entry.
-  constexpr auto kFold = Specialize::do_not_specialize_on_alignment;
+  constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   static const KernelDef def{
       std::string(kName),
       "moe_mul_sum/moe_mul_sum.cuh",
       "moe_mul_sum_kernel",
       {{"TOP_K"}, {"BLOCK_M"}, {"BLOCK_K"}},
       {in("x"), in("weights", kNoSpec), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out"),
-       integer("num_tokens", kFold), integer("hidden"), integer("num_experts", kNoSpec)},
+       integer("num_tokens", kNoAlign), integer("hidden"), integer("num_experts", kNoSpec)},
       &kernel_sources()};
   return def;
 }

@@ -78,11 +78,6 @@ const KernelDef& Nvfp4Moe::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  // em and num_valid: the divisibility by 16 reaches no instruction (the SASS of every config's keys is the
-  // same with and without it: bench/sass_fold_check.py, docs/PERFORMANCE.md "Key-level folding").
-  // do_not_specialize_on_alignment keeps the width and the constant 1 in the JitKey and drops 'D', so
-  // CompileKeys that differ only in that class share one JitKey, compile and cache entry.
-  constexpr auto kFold = Specialize::do_not_specialize_on_alignment;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   static const KernelDef def{
       std::string(kName),
@@ -91,7 +86,7 @@ const KernelDef& Nvfp4Moe::kernel_def() {
       {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
       {in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec), out("c", kNoAlign),
        in("bias", kNoSpec), in("topk_weights", kNoSpec), in("sorted_token_ids", kNoSpec), in("expert_ids", kNoSpec),
-       in("num_tokens_post_padded", kNoSpec), integer("em", kFold), integer("num_valid", kFold),
+       in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign), integer("num_valid", kNoAlign),
        integer("num_experts", kNoSpec), integer("stride_am", kNoSpec), integer("stride_cm", kNoSpec),
        integer("stride_bias", kNoSpec)},
       &kernel_sources()};

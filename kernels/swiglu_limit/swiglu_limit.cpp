@@ -37,17 +37,13 @@ const KernelDef& SwigluLimit::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  // num_rows: the divisibility by 16 reaches no instruction (the SASS of every config's keys is the
-  // same with and without it: bench/sass_fold_check.py, docs/PERFORMANCE.md "Key-level folding").
-  // do_not_specialize_on_alignment keeps the width and the constant 1 in the JitKey and drops 'D', so
-  // CompileKeys that differ only in its class share one JitKey, compile and cache entry.
-  constexpr auto kFold = Specialize::do_not_specialize_on_alignment;
+  constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   static const KernelDef def{
       std::string(kName),
       "swiglu_limit/swiglu_limit.cuh",
       "swiglu_limit_kernel",
       {{"HAS_LIMIT"}, {"BLOCK"}},
-      {in("input"), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out"), integer("num_rows", kFold),
+      {in("input"), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out"), integer("num_rows", kNoAlign),
        integer("inter"), integer("num_experts", kNoSpec), floating("limit")},
       &kernel_sources()};
   return def;
