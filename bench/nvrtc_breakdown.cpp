@@ -7,10 +7,17 @@
 //   nvrtc_breakdown [--config dsv4-flash] [--kernel K] [--batch N] [--trace DIR]
 //                   [--dump DIR] [--set "opt1 opt2"]... [--repeat R]
 //   nvrtc_breakdown --schedule J [--old-policy] [--batch N] [--set "..."] [--share]
+//   nvrtc_breakdown --scaling J [--scaling J2 ...] [--batch N] [--set "..."]
 //
 // --schedule J compiles the programs a warmup with J jobs makes (warmup/schedule.h; with
 // --old-policy, the first policy's: 16 keys a program, kernel by kernel), one after another, and
 // prints each program's CPU seconds and the start-to-finish time of that list on J idle workers.
+//
+// --scaling J compiles the programs a warmup with J jobs makes, concurrently, twice: on J threads of
+// this process (as `warmkey warmup --jobs J` does) and in J forked worker processes of one thread
+// each; both take the next program, largest first, from one shared counter. Prints wall and CPU
+// seconds of each: where threads fall behind processes, something inside NVRTC or the process
+// (a lock, the allocator) serialises the compiles.
 //
 // --share turns on identical-code folding (warmup/compiler.h; never used by a warmup: it changes the
 // SASS). The "shared" column counts keys whose entry another key of the program provides. --dump
@@ -19,9 +26,13 @@
 // Each --set is one whole option list (arch and -I are added), measured in turn; "default" (the
 // default) is the runtime's own (CompileTarget's options). Measure cold: no driver is loaded here, but on a GPU host
 // run with CUDA_CACHE_DISABLE=1.
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +42,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "equivalence/kernel_table.h"
@@ -63,6 +75,7 @@ struct Args {
   int repeat = 1;
   std::string trace_dir;
   std::string dump_dir;            // writes each program's cubin there (<kernel>_<set>_<program>.cubin)
+  std::vector<int> scaling_jobs;   // --scaling J: those programs on J threads, then J processes
   std::vector<int> schedule_jobs;  // --schedule J: the programs warmup/schedule.h makes for J jobs
   bool old_policy = false;         // --old-policy: the programs of the first policy (16 per kernel)
   bool share = false;              // --share: identical-code folding (warmup/compiler.h; off in warmups)
@@ -89,6 +102,8 @@ Args parse(int argc, char** argv) {
       a.trace_dir = value();
     else if (s == "--schedule")
       a.schedule_jobs.push_back(std::stoi(value()));
+    else if (s == "--scaling")
+      a.scaling_jobs.push_back(std::stoi(value()));
     else if (s == "--old-policy")
       a.old_policy = true;
     else if (s == "--share")
@@ -170,6 +185,90 @@ int run_schedule(const Args& a, const Plan& plan, int jobs) {
   return 0;
 }
 
+double children_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// The programs of a warmup with `jobs` jobs compiled concurrently on `jobs` threads, then by
+// `jobs` forked processes; prints wall and CPU seconds of each.
+int run_scaling(const Args& a, const Plan& plan, int jobs) {
+  CompileTarget target;
+  target.nvrtc_version = NvrtcCompiler::nvrtc_version();
+  if (a.sets[0] != "default") target.options = split_words(a.sets[0]);
+  std::vector<JitKey> keys;
+  std::vector<const KernelDef*> kernels;
+  std::set<std::string> seen;
+  for (const PlanEntry& e : plan.entries) {
+    JitKey k = make_jit_key(e.bound, target);
+    if (!seen.insert(k.digest()).second) continue;
+    keys.push_back(std::move(k));
+    kernels.push_back(e.bound.kernel);
+  }
+  const auto programs = schedule_programs(kernels, jobs, a.batch > 0 ? static_cast<std::size_t>(a.batch) : 0);
+  const NvrtcCompiler compiler(target);
+  auto compile = [&](std::size_t p) {
+    std::vector<JitKey> part;
+    for (std::size_t i : programs[p]) part.push_back(keys[i]);
+    compiler.compile_batch(*kernels[programs[p][0]], part);
+  };
+  // One counter for both modes, in memory the forked workers share.
+  void* mem =
+      mmap(nullptr, sizeof(std::atomic<std::size_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) throw InputError("nvrtc_breakdown: mmap failed");
+  auto* next = new (mem) std::atomic<std::size_t>(0);
+  auto worker = [&] {
+    for (std::size_t p; (p = next->fetch_add(1)) < programs.size();) compile(p);
+  };
+
+  const double c0 = cpu_seconds();
+  auto w0 = std::chrono::steady_clock::now();
+  {
+    std::vector<std::thread> pool;
+    for (int j = 0; j < jobs; ++j) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+  }
+  const double thread_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  const double thread_cpu = cpu_seconds() - c0;
+
+  next->store(0);
+  const double k0 = children_cpu_seconds();
+  w0 = std::chrono::steady_clock::now();
+  std::vector<pid_t> kids;
+  for (int j = 0; j < jobs; ++j) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        worker();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "nvrtc_breakdown: worker: %s\n", e.what());
+        rc = 1;
+      }
+      _exit(rc);
+    }
+    if (pid < 0) throw InputError("nvrtc_breakdown: fork failed");
+    kids.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t pid : kids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  const double proc_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  const double proc_cpu = children_cpu_seconds() - k0;
+  munmap(mem, sizeof(std::atomic<std::size_t>));
+  std::printf(
+      "scaling jobs=%d keys=%zu programs=%zu  threads: wall %.3f s cpu %.2f s  processes: wall %.3f s cpu %.2f s%s\n",
+      jobs, keys.size(), programs.size(), thread_wall, thread_cpu, proc_wall, proc_cpu,
+      failed ? "  (a worker failed)" : "");
+  std::fflush(stdout);
+  return failed ? 1 : 0;
+}
+
 int run(const Args& a) {
   const Plan plan = plan_warmup(equivalence::builtin_registry(), load_config(a.config),
                                 a.kernel.empty() ? std::nullopt : std::optional<std::string>(a.kernel));
@@ -183,6 +282,11 @@ int run(const Args& a) {
   }
   std::printf("config %s: %zu JIT keys, %zu kernels, NVRTC %s\n", a.config.c_str(), plan.distinct_jit_keys(),
               by_kernel.size(), NvrtcCompiler::nvrtc_version().c_str());
+  if (!a.scaling_jobs.empty()) {
+    int rc = 0;
+    for (int jobs : a.scaling_jobs) rc |= run_scaling(a, plan, jobs);
+    return rc;
+  }
   if (!a.schedule_jobs.empty()) {
     for (int jobs : a.schedule_jobs) run_schedule(a, plan, jobs);
     return 0;

@@ -124,6 +124,7 @@ BoundKey bind(const KernelDef& def, const LaunchSpec& spec) {
       case ParamKind::boolean: break;  // type only
     }
   }
+  if (def.fold != nullptr) def.fold(key);
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
   const auto kernel_id = reinterpret_cast<std::uintptr_t>(key.kernel);  // the address names the kernel

@@ -13,6 +13,7 @@
 namespace warmkey {
 
 class SourceSet;
+struct BoundKey;
 
 inline constexpr int kMaxParams = 32;
 inline constexpr int kMaxConstexprs = 16;
@@ -57,6 +58,13 @@ struct KernelDef {
   std::vector<ConstParam> constexprs;
   std::vector<Param> params;
   const SourceSet* sources = nullptr;
+  // Conditional folding (optional): called by bind() on every bound key before it is hashed, it
+  // may clear an argument's alignment class ('D') where this kernel's code cannot tell it apart
+  // given the key's other facts (e.g. a pointer read only on a path another field compiles out):
+  // what a per-parameter policy (do_not_specialize_on_alignment) cannot say. The CompileKey keeps
+  // the class; only the binary's identity (BoundKey, JitKey) drops it. Every fold must be shown to
+  // leave the machine code unchanged (bench/sass_fold_check.py) and be kept by a test.
+  void (*fold)(BoundKey& key) = nullptr;
 
   int param_index(std::string_view param_name) const;  // -1 when absent
 };

@@ -6,6 +6,7 @@
 
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
+#include "warmup/binder.h"
 #include "warmup/domain.h"
 
 namespace warmkey {
@@ -48,6 +49,20 @@ std::vector<std::int64_t> count_expert_tokens_boundaries() {
   return cuts;
 }
 
+namespace {
+
+// Conditional fold (KernelDef::fold): numel's 'D' class decides code only together with an aligned
+// id pointer (the vector loop then covers every id and the scalar tail is compiled out); with an
+// unaligned pointer every id goes through the scalar loop, whose code the class does not change.
+// Proof: bench/sass_fold_check.py compare (docs/PERFORMANCE.md, "Conditional folds").
+void fold_numel_class(BoundKey& key) {
+  constexpr int kTopkIds = 0, kNumel = 4;
+  if (key.params[kTopkIds].attr != ArgAttr::divisible16 && key.params[kNumel].attr == ArgAttr::divisible16)
+    key.params[kNumel].attr = ArgAttr::none;
+}
+
+}  // namespace
+
 const KernelDef& CountExpertTokens::kernel_def() {
   using param::in;
   using param::integer;
@@ -60,7 +75,8 @@ const KernelDef& CountExpertTokens::kernel_def() {
       {{"BLOCK_SIZE"}},
       {in("topk_ids"), in("expert_map", kNoSpec), out("counts", kNoSpec), out("workspace", kNoSpec), integer("numel"),
        integer("num_local_experts"), integer("num_experts", kNoSpec)},
-      &kernel_sources()};
+      &kernel_sources(),
+      &fold_numel_class};
   return def;
 }
 

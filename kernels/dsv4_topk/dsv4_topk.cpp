@@ -7,6 +7,7 @@
 
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
+#include "warmup/binder.h"
 #include "warmup/domain.h"
 
 namespace warmkey {
@@ -52,6 +53,20 @@ std::vector<DType> routing_index_dtypes(const ModelConfig& config) {
   return out;
 }
 
+namespace {
+
+// Conditional fold (KernelDef::fold): with hash routing and no VL every row is a hash row (it
+// reads its logits one by one and returns before the selection path), so the alignment of logits,
+// which only the selection path's 16-byte row loads use, decides no code there.
+// Proof: bench/sass_fold_check.py compare (docs/PERFORMANCE.md, "Conditional folds").
+void fold_hash_logits(BoundKey& key) {
+  constexpr int kLogits = 0, kBiasVl = 2, kTid2eid = 4;
+  if (key.params[kTid2eid].attr != ArgAttr::missing && key.params[kBiasVl].attr == ArgAttr::missing)
+    key.params[kLogits].attr = ArgAttr::none;
+}
+
+}  // namespace
+
 const KernelDef& Dsv4Topk::kernel_def() {
   using param::floating;
   using param::in;
@@ -63,12 +78,13 @@ const KernelDef& Dsv4Topk::kernel_def() {
       std::string(kName),
       "dsv4_topk/dsv4_topk.cuh",
       "dsv4_topk_kernel",
-      {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"HAS_PADDING"}, {"RENORMALIZE"}, {"LAUNCH_PDL"}},
+      {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"HAS_PADDING"}, {"RENORMALIZE"}},
       {in("logits"), in("bias", kNoAlign), in("bias_vl", kNoAlign), in("input_ids", kNoAlign), in("tid2eid", kNoAlign),
        out("weights", kNoAlign), out("ids", kNoAlign), integer("num_tokens", kNoSpec),
        integer("logits_stride", kNoSpec), integer("sentinel_lo"), integer("vocab_size", kNoSpec),
        integer("num_unpadded", kNoSpec), floating("routed_scaling_factor")},
-      &kernel_sources()};
+      &kernel_sources(),
+      &fold_hash_logits};
   return def;
 }
 
@@ -214,10 +230,10 @@ LaunchSpec Dsv4Topk::launch_spec(const Args& a) const {
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(t, kDsv4RowsPerBlock))), 1, 1};
   s.block = {static_cast<unsigned>(32 * kDsv4RowsPerBlock), 1, 1};
   s.constant("NUM_EXPERTS", e).constant("BLOCK_N", dsv4_topk_block_n(e)).constant("TOP_K", k);
-  s.constant("HAS_PADDING", a.num_unpadded ? 1 : 0)
-      .constant("RENORMALIZE", a.renormalize ? 1 : 0)
-      .constant("LAUNCH_PDL", a.launch_pdl ? 1 : 0);
-  s.programmatic_dependent_launch = a.launch_pdl;  // the attribute; LAUNCH_PDL compiles the waits
+  s.constant("HAS_PADDING", a.num_unpadded ? 1 : 0).constant("RENORMALIZE", a.renormalize ? 1 : 0);
+  // The attribute only: every binary carries the PDL wait (dsv4_topk.cuh), so launch_pdl is a
+  // CompileKey field that no JitKey needs.
+  s.programmatic_dependent_launch = a.launch_pdl;
   s.ptr("logits", a.logits);
   s.ptr("bias", hash ? none : a.bias);
   s.ptr("bias_vl", vl ? a.bias_vl : none);

@@ -47,7 +47,12 @@
 //   writes -1 / 0 for the whole row, a table entry outside [0, NUM_EXPERTS) writes -1 / 0 for its
 //   slot. Image rows (bias_vl present and input_ids[t] in [sentinel_lo, sentinel_lo + 5)) select
 //   with bias_vl instead of bias.
-// - LAUNCH_PDL: griddepcontrol.wait before the first read, launch_dependents after the row loads.
+// - PDL: griddepcontrol.wait before the first read, launch_dependents after the row loads, in every
+//   key. launch_pdl is a CompileKey field but not a template parameter: launched without the PDL
+//   attribute there is no prerequisite grid in flight when the kernel starts (stream order), so the
+//   wait returns at once, and launch_dependents only lets a PDL-launched successor be scheduled
+//   early, which that successor's own wait makes safe. One binary serves both values (half the
+//   NVRTC work of this kernel; docs/PERFORMANCE.md, "PDL fold").
 #define DSV4_TOPK_ROWS_PER_BLOCK 4
 
 namespace dsv4_topk_detail {
@@ -275,7 +280,6 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
   constexpr bool kHasBias = !S::bias_none;
   constexpr bool kHasVl = !S::bias_vl_none;
   constexpr bool kHasHash = !S::tid2eid_none;
-  constexpr bool kPdl = S::LAUNCH_PDL != 0;
   using L = Layout<kExperts>;
   static_assert(wk::same_type<typename S::logits_t, float>::value, "dsv4_topk: logits must be f32");
   static_assert(wk::same_type<typename S::weights_t, float>::value, "dsv4_topk: weights must be f32");
@@ -285,11 +289,11 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
   static_assert(kHasBias || kHasHash, "dsv4_topk: the correction bias is required without hash routing");
 
   __shared__ RowSmem<kExperts> row_smem[DSV4_TOPK_ROWS_PER_BLOCK];
-  wk::pdl_wait<kPdl>();
+  wk::pdl_wait<true>();
   const int lane = wk::lane_id();
   const long long t = static_cast<long long>(blockIdx.x) * DSV4_TOPK_ROWS_PER_BLOCK + threadIdx.x / 32;
   if (t >= static_cast<long long>(num_tokens)) {
-    wk::pdl_launch_dependents<kPdl>();
+    wk::pdl_launch_dependents<true>();
     return;
   }
   const float scale = routed_scaling_factor;
@@ -297,7 +301,7 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
 
   if constexpr (S::HAS_PADDING != 0) {
     if (t >= static_cast<long long>(num_unpadded)) {
-      wk::pdl_launch_dependents<kPdl>();
+      wk::pdl_launch_dependents<true>();
       finish_row<S>(0.0f, -1, t, scale, weights, ids);
       return;
     }
@@ -313,7 +317,7 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
 
   if constexpr (kHasHash) {
     if (!image) {
-      wk::pdl_launch_dependents<kPdl>();
+      wk::pdl_launch_dependents<true>();
       int id = -1;
       float w = 0.0f;
       if (lane < kTopK && tok >= 0 && tok < static_cast<long long>(vocab_size)) {
@@ -357,7 +361,7 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
       sm.x[i * 32 + lane] = e < kExperts ? __ldcs(row + e) : 0.0f;
     }
   }
-  wk::pdl_launch_dependents<kPdl>();
+  wk::pdl_launch_dependents<true>();
   __syncwarp();
 
   const Pick p = rank_row<kExperts, kTopK>(sel_bias, sm);

@@ -48,7 +48,9 @@ std::vector<DType> routing_index_dtypes(const ModelConfig& config);
 //                          (launch_spec then passes no bias_vl and sentinel_lo = 0)
 //   has_hash               tid2eid given (launch_spec then passes no bias)
 //   has_padding            num_unpadded given (HAS_PADDING)
-//   renormalize, launch_pdl  RENORMALIZE, LAUNCH_PDL
+//   renormalize            RENORMALIZE
+//   launch_pdl             the launch's PDL attribute; not a template parameter (every binary
+//                          waits: dsv4_topk.cuh), so both values share one JitKey
 //   logits_aligned         16-byte alignment of logits (16-byte row loads)
 // T, the row stride, vocab_size and num_unpadded are do_not_specialize (width only, always i32:
 // validation bounds them); the other pointers are read element by element

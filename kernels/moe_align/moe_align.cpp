@@ -72,10 +72,10 @@ const KernelDef& MoeAlign::kernel_def() {
       std::string(kName),
       "moe_align/moe_align.cuh",
       "moe_align_kernel",
-      {{"NUM_EXPERTS"}, {"BLOCK_M"}, {"NUM_WARPS"}},
+      {{"NUM_EXPERTS"}, {"NUM_WARPS"}},
       {in("topk_ids", kNoAlign), in("expert_map", kNoAlign), out("sorted_token_ids", kNoAlign),
        out("expert_ids", kNoAlign), out("num_tokens_post_padded", kNoAlign), integer("numel", kNoSpec),
-       integer("sorted_capacity", kNoSpec), integer("blocks_capacity", kNoSpec)},
+       integer("sorted_capacity", kNoSpec), integer("blocks_capacity", kNoSpec), integer("block_m", kNoSpec)},
       &kernel_sources()};
   return def;
 }
@@ -173,11 +173,11 @@ LaunchSpec MoeAlign::launch_spec(const Args& a) const {
   s.grid = {static_cast<unsigned>(moe_align_grid(numel)), 1, 1};
   s.block = {static_cast<unsigned>(32 * warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(moe_align_shared_bytes(warps, a.num_experts));
-  s.constant("NUM_EXPERTS", a.num_experts).constant("BLOCK_M", a.block_m).constant("NUM_WARPS", warps);
+  s.constant("NUM_EXPERTS", a.num_experts).constant("NUM_WARPS", warps);
   s.ptr("topk_ids", a.topk_ids).ptr("expert_map", a.expert_map).ptr("sorted_token_ids", a.sorted_token_ids);
   s.ptr("expert_ids", a.expert_ids).ptr("num_tokens_post_padded", a.num_tokens_post_padded);
   s.integer("numel", numel).integer("sorted_capacity", a.sorted_token_ids.size(0));
-  s.integer("blocks_capacity", a.expert_ids.size(0));
+  s.integer("blocks_capacity", a.expert_ids.size(0)).integer("block_m", a.block_m);
   return s;
 }
 

@@ -35,6 +35,11 @@
 //   b * BLOCK_M < num_tokens_post_padded is the expert of that block (expert_map[e] with a map,
 //   -1 for a non-local expert); blocks past it up to blocks_capacity hold -1.
 // - Dynamic shared memory: (NUM_WARPS * NUM_EXPERTS + 3 * NUM_EXPERTS + 1) ints.
+// - block_m (16, 32, 64 or 128: a power of two, validated on the host) is a runtime argument, not a
+//   template parameter: it enters only the scan's padding and the block and padding loops, as
+//   shifts and masks, so one binary serves every block size. block_m stays a CompileKey field
+//   (the contract's); the JitKey has one entry for the four (NVRTC work of this kernel / 4;
+//   docs/PERFORMANCE.md, "moe_align: block_m at run time").
 #define MOE_ALIGN_UNROLL 8
 
 namespace moe_align_detail {
@@ -53,10 +58,12 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
     moe_align_kernel(const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
                      typename S::sorted_token_ids_t* sorted_token_ids, typename S::expert_ids_t* expert_ids,
                      typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::numel_t numel,
-                     typename S::sorted_capacity_t sorted_capacity, typename S::blocks_capacity_t blocks_capacity) {
+                     typename S::sorted_capacity_t sorted_capacity, typename S::blocks_capacity_t blocks_capacity,
+                     typename S::block_m_t block_m) {
   using moe_align_detail::expert_of;
   constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
-  constexpr int kBlockM = static_cast<int>(S::BLOCK_M);
+  const int log_m = 31 - __clz(static_cast<int>(block_m));  // block_m is a power of two
+  const int mask_m = (1 << log_m) - 1;
   constexpr int kWarps = static_cast<int>(S::NUM_WARPS);
   constexpr int kThreads = 32 * kWarps;
   constexpr bool kHasMap = !S::expert_map_none;
@@ -129,7 +136,7 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
 #pragma unroll 4
     for (int i = 0; i < kPer; ++i) {
       const int e = lane * kPer + i;
-      if (e < kExperts) local += (total[e] + kBlockM - 1) / kBlockM * kBlockM;
+      if (e < kExperts) local += (total[e] + mask_m) & ~mask_m;
     }
     int incl = local;
 #pragma unroll
@@ -142,7 +149,7 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
       const int e = lane * kPer + i;
       if (e < kExperts) {
         start[e] = run;
-        run += (total[e] + kBlockM - 1) / kBlockM * kBlockM;
+        run += (total[e] + mask_m) & ~mask_m;
       }
     }
     if (lane == 31) start[kExperts] = incl;
@@ -156,7 +163,7 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
   const long long g = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
   const long long g_stride = grid * kThreads;
   for (long long b = g; b < static_cast<long long>(blocks_capacity); b += g_stride) {
-    const long long pos = b * kBlockM;
+    const long long pos = b << log_m;
     int v = -1;
     if (pos < total_padded) {
       int a = 0, z = kExperts - 1;  // largest e with start[e] <= pos
@@ -173,9 +180,9 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
     }
     expert_ids[b] = v;
   }
-  for (long long i = g; i < static_cast<long long>(kExperts) * kBlockM; i += g_stride) {
-    const int e = static_cast<int>(i / kBlockM);
-    const int p = start[e] + total[e] + static_cast<int>(i % kBlockM);
+  for (long long i = g; i < (static_cast<long long>(kExperts) << log_m); i += g_stride) {
+    const int e = static_cast<int>(i >> log_m);
+    const int p = start[e] + total[e] + static_cast<int>(i & mask_m);
     if (p < start[e + 1]) sorted_token_ids[p] = static_cast<int>(n);
   }
   for (long long p = total_padded + g; p < static_cast<long long>(sorted_capacity); p += g_stride)

@@ -49,7 +49,8 @@ std::int64_t moe_align_grid(std::int64_t numel);
 //                          (ids already local); with a map, the global physical experts
 //   has_expert_map         expert_map given
 //   num_warps              moe_align_num_warps(numel, E) (NUM_WARPS, the block size)
-//   block_m                BLOCK_M
+//   block_m                the block_m argument (16, 32, 64, 128): a runtime argument of the
+//                          binary (do_not_specialize), so the four values share one JitKey
 //   ids_dtype              dtype of topk_ids
 // numel and the two output capacities are do_not_specialize (width only, always i32: validation
 // bounds them); every pointer is do_not_specialize_on_alignment (the ids are read 32 lanes by 32

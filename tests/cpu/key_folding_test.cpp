@@ -24,13 +24,21 @@
 namespace warmkey {
 namespace {
 
-// The kernels that fold, and the CompileKey fields whose 'D' class their JitKey no longer holds
-// (do_not_specialize_on_alignment in their signature).
+// The kernels that fold, and the CompileKey fields their JitKey no longer tells apart: a 'D' class
+// (do_not_specialize_on_alignment in the signature, or a conditional fold, KernelDef::fold:
+// count_expert_tokens' numel, dsv4_topk's logits_aligned), or a field that is no template
+// parameter of the binary (dsv4_topk's launch_pdl, moe_align's block_m).
 const std::map<std::string, std::set<std::string>>& folded() {
-  static const std::map<std::string, std::set<std::string>> f = {
-      {"fused_moe", {"em", "num_valid"}}, {"nvfp4_moe", {"em", "num_valid"}},   {"moe_mul_sum", {"num_tokens"}},
-      {"swiglu_limit", {"num_rows"}},     {"compute_identity", {"num_tokens"}}, {"lora_moe", {"num_rows"}},
-      {"batched_moe", {"max_tokens"}}};
+  static const std::map<std::string, std::set<std::string>> f = {{"fused_moe", {"em", "num_valid"}},
+                                                                 {"nvfp4_moe", {"em", "num_valid"}},
+                                                                 {"moe_mul_sum", {"num_tokens"}},
+                                                                 {"swiglu_limit", {"num_rows"}},
+                                                                 {"compute_identity", {"num_tokens"}},
+                                                                 {"lora_moe", {"num_rows"}},
+                                                                 {"batched_moe", {"max_tokens"}},
+                                                                 {"count_expert_tokens", {"numel"}},
+                                                                 {"dsv4_topk", {"launch_pdl", "logits_aligned"}},
+                                                                 {"moe_align", {"block_m"}}};
   return f;
 }
 
@@ -63,15 +71,22 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash", "fused_moe", 36, 10},
       {"dsv4-flash", "moe_mul_sum", 28, 16},
       {"dsv4-flash", "swiglu_limit", 8, 4},
-      {"dsv4-flash", nullptr, 142, 100},
+      {"dsv4-flash", "count_expert_tokens", 30, 23},
+      {"dsv4-flash", "dsv4_topk", 32, 14},
+      {"dsv4-flash", "moe_align", 8, 2},
+      {"dsv4-flash", nullptr, 142, 69},
       {"dsv4-flash-fp8", "fused_moe", 36, 10},
-      {"dsv4-flash-fp8", nullptr, 142, 100},
+      {"dsv4-flash-fp8", nullptr, 142, 69},
       {"dsv4-flash-f16", "fused_moe", 36, 10},
       {"dsv4-flash-f16", "nvfp4_moe", 36, 10},
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 190, 118},
+      {"dsv4-flash-f16", nullptr, 190, 87},
       {"tiny", "lora_moe", 32, 20},
+      {"tiny", nullptr, 166, 92},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
+      {"dsv4-flash-ep8-eplb", "count_expert_tokens", 120, 92},
+      {"dsv4-flash-ep8-eplb", "moe_align", 32, 8},
+      {"dsv4-flash-ep8-eplb", nullptr, 418, 246},
   };
   for (const Row& r : rows) {
     const Plan p = r.kernel ? plan_of(r.config, std::string(r.kernel)) : plan_of(r.config);
@@ -104,8 +119,9 @@ TEST(KeyFolding, keysSharingAJitKeyDifferOnlyInFoldedClasses) {
       }
     }
     for (const auto& e : p.entries) {
-      if (folded().contains(e.key.kernel()))
+      if (folded().contains(e.key.kernel())) {
         EXPECT_TRUE(kernels_that_fold.contains(e.key.kernel())) << config << ": " << e.key.kernel() << " folds nothing";
+      }
     }
   }
 }
@@ -150,6 +166,46 @@ TEST(KeyFolding, aFoldedClassSharesTheJitKeyACodeChangingFieldDoesNot) {
   EXPECT_EQ(jit_of(m), jit_of(m.with("num_tokens", std::int64_t{2})));
   EXPECT_NE(jit_of(m), jit_of(m.with("num_tokens", std::int64_t{1})));
   EXPECT_NE(jit_of(m), jit_of(m.with("hidden", std::int64_t{2})));  // hidden % 16 picks the vector path
+}
+
+// The conditional folds (KernelDef::fold) fold only where the other facts make the class dead,
+// and the fields that left the template parameters fold everywhere.
+TEST(KeyFolding, conditionalFoldsAndRuntimeFieldsFoldOnlyWhereTheyMayFold) {
+  // count_expert_tokens: numel's class folds with an unaligned id pointer, not with an aligned one.
+  const Plan cet = plan_of("dsv4-flash", std::string("count_expert_tokens"));
+  const CompileKey unaligned =
+      first_key(cet, [](const CompileKey& k) { return !k.get_bool("ids_aligned") && k.get_int("numel") == 16; }).key;
+  EXPECT_EQ(jit_of(unaligned), jit_of(unaligned.with("numel", std::int64_t{2})));
+  EXPECT_NE(jit_of(unaligned), jit_of(unaligned.with("numel", std::int64_t{1}).with("block_size", std::int64_t{1})));
+  const CompileKey aligned = unaligned.with("ids_aligned", true);
+  EXPECT_NE(jit_of(aligned), jit_of(aligned.with("numel", std::int64_t{2})))
+      << "with aligned ids numel % 16 == 0 compiles the scalar tail out: other code";
+  EXPECT_NE(jit_of(aligned), jit_of(unaligned));
+
+  // dsv4_topk: launch_pdl never splits a JitKey; logits_aligned folds for hash-only keys (no VL).
+  const Plan topk = plan_of("dsv4-flash", std::string("dsv4_topk"));
+  const CompileKey sel = first_key(topk, [](const CompileKey& k) {
+                           return !k.get_bool("has_hash") && !k.get_bool("has_vl") && k.get_bool("logits_aligned");
+                         }).key;
+  EXPECT_EQ(jit_of(sel), jit_of(sel.with("launch_pdl", !sel.get_bool("launch_pdl"))));
+  EXPECT_NE(jit_of(sel), jit_of(sel.with("logits_aligned", false))) << "the selection path loads rows 16 bytes wide";
+  EXPECT_NE(jit_of(sel), jit_of(sel.with("has_padding", !sel.get_bool("has_padding"))));
+  const CompileKey hash = first_key(topk, [](const CompileKey& k) {
+                            return k.get_bool("has_hash") && !k.get_bool("has_vl") && k.get_bool("logits_aligned");
+                          }).key;
+  EXPECT_EQ(jit_of(hash), jit_of(hash.with("logits_aligned", false)));
+  const CompileKey hash_vl = first_key(topk, [](const CompileKey& k) {
+                               return k.get_bool("has_hash") && k.get_bool("has_vl") && k.get_bool("logits_aligned");
+                             }).key;
+  EXPECT_NE(jit_of(hash_vl), jit_of(hash_vl.with("logits_aligned", false))) << "image rows select: other code";
+
+  // moe_align: block_m is a run-time argument; the warp count (the block size) is not.
+  const Plan align = plan_of("dsv4-flash", std::string("moe_align"));
+  const CompileKey a = align.entries.front().key;
+  for (std::int64_t m : {16, 32, 64, 128}) EXPECT_EQ(jit_of(a), jit_of(a.with("block_m", m))) << m;
+  const CompileKey other_warps =
+      first_key(align, [&](const CompileKey& k) { return k.get_int("num_warps") != a.get_int("num_warps"); }).key;
+  EXPECT_NE(jit_of(a), jit_of(other_warps));
 }
 
 // ---- the folded class reaches no instruction (real NVRTC, compile-only) --------------------------
@@ -232,6 +288,25 @@ TEST(KeyFolding, theFoldedDivisibilityReachesNoInstruction) {
   EXPECT_EQ(code_of(f.kernel->def(), with_class(with_class(f.jit, "em", "i32", "D"), "num_valid", "i32", "D")),
             folded_code)
       << "em or num_valid % 16 == 0 changes fused_moe's code: they must not be folded";
+}
+
+TEST(KeyFolding, theConditionallyFoldedDivisibilityReachesNoInstruction) {
+  // count_expert_tokens, unaligned ids: the key as folded (numel '') and with numel's 'D' restored
+  // compile to the same code; with aligned ids the 'D' is other code (the control: the comparison
+  // sees the difference the fold must not hide).
+  const Plan cet = plan_of("dsv4-flash", std::string("count_expert_tokens"));
+  const PlanEntry& u = first_key(cet, [](const CompileKey& k) {
+    return !k.get_bool("ids_aligned") && k.get_int("numel") == 16 && k.get_int("block_size") == 1024;
+  });
+  const KernelDef& def = u.kernel->def();
+  ASSERT_EQ(u.jit.params.at(static_cast<std::size_t>(def.param_index("numel"))).attr, "");
+  EXPECT_EQ(code_of(def, with_class(u.jit, "numel", "i32", "D")), code_of(def, u.jit))
+      << "numel % 16 == 0 changes count_expert_tokens' code with unaligned ids: the fold is wrong";
+  const PlanEntry& al = first_key(cet, [](const CompileKey& k) {
+    return k.get_bool("ids_aligned") && k.get_int("numel") == 16 && k.get_int("block_size") == 1024;
+  });
+  ASSERT_EQ(al.jit.params.at(static_cast<std::size_t>(def.param_index("numel"))).attr, "D");
+  EXPECT_NE(code_of(def, with_class(al.jit, "numel", "i32", "")), code_of(def, al.jit));
 }
 
 }  // namespace

@@ -224,7 +224,7 @@ TEST(MoeAlignContract, warpCountComesFromTheKeyNotFromAWarmupShape) {
   const ModelConfig config = default_config();
   for (const CompileKey& key : kKernel.warmup_keys(config)) {
     const BoundKey bound = kKernel.warmup_bound_key(key);
-    EXPECT_EQ(bound.constexprs[2], key.get_int("num_warps")) << key;
+    EXPECT_EQ(bound.constexprs[1], key.get_int("num_warps")) << key;  // NUM_EXPERTS, NUM_WARPS
     EXPECT_EQ(bound.block[0], static_cast<unsigned>(32 * key.get_int("num_warps"))) << key;
   }
   const auto mutant = test::planted("moe_align.warmup_one_token");
