@@ -4,8 +4,13 @@
 #include <dlfcn.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -457,6 +462,116 @@ std::vector<CompiledKernel> NvrtcCompiler::compile_batch(const KernelDef& def, c
     out.push_back(CompiledKernel{keys[i], digests[i], lowered, cubin});
   }
   instantiations_.fetch_add(static_cast<std::int64_t>(keys.size()));
+  return out;
+}
+
+namespace {
+
+// ---- compile_batch_forked: the child's answer on a pipe -----------------------------------------
+// Message: one status byte ('k' ok, 'e' CompileError, 'x' another error), then for 'k' the cubin
+// and one lowered name per key, for 'e' / 'x' the error text; every string as a u64 length and its
+// bytes; last, the programs and instantiations the child counted (a failed program counts, as in
+// compile_batch).
+
+bool write_all(int fd, const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool write_string(int fd, const std::string& s) {
+  const std::uint64_t n = s.size();
+  return write_all(fd, &n, sizeof n) && write_all(fd, s.data(), s.size());
+}
+
+bool read_all(int fd, void* data, std::size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool read_string(int fd, std::string& s) {
+  std::uint64_t n = 0;
+  if (!read_all(fd, &n, sizeof n) || n > (std::uint64_t{1} << 34)) return false;  // 16 GiB: not a cubin
+  s.resize(n);
+  return read_all(fd, s.data(), n);
+}
+
+}  // namespace
+
+std::vector<CompiledKernel> NvrtcCompiler::compile_batch_forked(const KernelDef& def,
+                                                                const std::vector<JitKey>& keys) const {
+  if (keys.empty()) return {};
+  int fds[2];
+  if (::pipe(fds) != 0) return compile_batch(def, keys);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return compile_batch(def, keys);
+  }
+  if (pid == 0) {  // the child: compile, answer, _exit (no atexit handlers, no stdio flush)
+    ::close(fds[0]);
+    std::signal(SIGPIPE, SIG_DFL);  // the parent gone: die quietly
+    bool ok = false;
+    const std::int64_t programs0 = programs_.load(), instantiations0 = instantiations_.load();
+    try {
+      const std::vector<CompiledKernel> out = compile_batch(def, keys);
+      ok = write_all(fds[1], "k", 1) && write_string(fds[1], *out.at(0).cubin);
+      for (const CompiledKernel& k : out) ok = ok && write_string(fds[1], k.lowered_name);
+    } catch (const CompileError& e) {
+      ok = write_all(fds[1], "e", 1) && write_string(fds[1], e.what());
+    } catch (const std::exception& e) {
+      ok = write_all(fds[1], "x", 1) && write_string(fds[1], e.what());
+    } catch (...) {
+      ok = write_all(fds[1], "x", 1) && write_string(fds[1], "unknown exception");
+    }
+    const std::int64_t counted[2] = {programs_.load() - programs0, instantiations_.load() - instantiations0};
+    ok = ok && write_all(fds[1], counted, sizeof counted);
+    ::_exit(ok ? 0 : 1);
+  }
+  ::close(fds[1]);
+  char status = 0;
+  std::string cubin, error;
+  std::vector<std::string> lowered(keys.size());
+  bool answered = read_all(fds[0], &status, 1);
+  if (answered && status == 'k') {
+    answered = read_string(fds[0], cubin);
+    for (std::string& l : lowered) answered = answered && read_string(fds[0], l);
+  } else if (answered) {
+    answered = (status == 'e' || status == 'x') && read_string(fds[0], error);
+  }
+  std::int64_t counted[2] = {0, 0};
+  answered = answered && read_all(fds[0], counted, sizeof counted);
+  ::close(fds[0]);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!answered) {  // the child died (a signal, out of memory): compile here, where errors surface
+    fallbacks_.fetch_add(1);
+    return compile_batch(def, keys);
+  }
+  programs_.fetch_add(counted[0]);
+  instantiations_.fetch_add(counted[1]);
+  if (status == 'e') throw CompileError(error);
+  if (status == 'x') throw Error(error);
+  auto shared = std::make_shared<const std::string>(std::move(cubin));
+  std::vector<CompiledKernel> out;
+  out.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    out.push_back(CompiledKernel{keys[i], keys[i].digest(), std::move(lowered[i]), shared});
   return out;
 }
 

@@ -35,6 +35,16 @@ class NvrtcCompiler {
   // distinct. Throws CompileError naming every key in the program and carrying the NVRTC log.
   std::vector<CompiledKernel> compile_batch(const KernelDef& def, const std::vector<JitKey>& keys) const;
 
+  // compile_batch in a child process: fork(), the child compiles and sends the cubin and the
+  // lowered names (or the CompileError's text) back through a pipe, then _exit()s. Same result and
+  // same errors as compile_batch, and the same counters (counted here). Why: NVRTC threads of one
+  // process slow each other down past a few jobs (16 threads: 1.95 s, 16 processes: 0.98 s for
+  // the same programs on a 16-core host; docs/PERFORMANCE.md "Threads or processes"). The child
+  // touches nothing but NVRTC and this compiler (never CUDA, never the caller's locks). Falls back
+  // to compile_batch in this process when fork() fails or the child dies without an answer.
+  std::vector<CompiledKernel> compile_batch_forked(const KernelDef& def, const std::vector<JitKey>& keys) const;
+  // Children that died without an answer (compile_batch_forked then compiled in this process).
+  std::int64_t forked_fallbacks() const { return fallbacks_.load(); }
   // The full NVRTC program text for keys (for logs and tests).
   static std::string program_source(const KernelDef& def, const std::vector<JitKey>& keys);
 
@@ -68,6 +78,7 @@ class NvrtcCompiler {
   mutable std::atomic<std::int64_t> programs_{0};
   mutable std::atomic<std::int64_t> instantiations_{0};
   mutable std::atomic<std::int64_t> shared_{0};
+  mutable std::atomic<std::int64_t> fallbacks_{0};
 };
 
 // The PTX of a program of several instantiations with identical entries folded. `owners` are the

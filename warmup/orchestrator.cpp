@@ -202,6 +202,7 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
   s.failed = r.failed;
   s.programs = r.programs;
   s.jobs = jobs;
+  s.workers = compile_workers_name(rt.compile_workers());
   s.batch = batch > 0 ? batch : static_cast<int>(auto_batch(r.compiled + r.failed, jobs));
   s.seconds = std::chrono::duration<double>(stop - start).count();
   s.failures = r.failures;
@@ -222,6 +223,7 @@ nlohmann::json WarmupSummary::to_json() const {
           {"failed", failed},
           {"programs", programs},
           {"jobs", jobs},
+          {"workers", workers},
           {"batch", batch},
           {"seconds", seconds},
           {"failures", failures}};
@@ -234,7 +236,7 @@ std::string WarmupSummary::to_text() const {
   for (const auto& a : archs) arch_list += str_cat(arch_list.empty() ? "" : ",", a);
   std::string out = str_cat("warmup of config '", config, "' for ", arch_list, ": ", kernels, " kernels, ",
                             compile_keys, " compile keys, ", keys, " JIT keys in ", secs, " s (", programs,
-                            " NVRTC programs, ", jobs, " jobs, batch ", batch, ")\n");
+                            " NVRTC programs, ", jobs, " jobs (", workers, "), batch ", batch, ")\n");
   out += str_cat("  compiled ", compiled, ", L1 hits ", l1_hits, ", disk hits ", disk_hits, ", bundle hits ",
                  bundle_hits, ", failed ", failed, "\n");
   for (const auto& f : failures) out += str_cat("  FAILED: ", f, "\n");

@@ -51,7 +51,8 @@ struct WarmupSummary {
   std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
   std::size_t failed = 0;
   std::size_t programs = 0;
-  int jobs = 0, batch = 0;  // as used (after choosing defaults)
+  int jobs = 0, batch = 0;          // as used (after choosing defaults)
+  std::string workers = "threads";  // where NVRTC ran: "threads" or "processes" (CompileWorkers)
   double seconds = 0;
   std::vector<std::string> failures;
 

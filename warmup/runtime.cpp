@@ -59,7 +59,25 @@ std::chrono::milliseconds lock_timeout_from_env() {
   return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
 }
 
+std::atomic<CompileWorkers> g_default_workers{CompileWorkers::threads};
+
+CompileWorkers compile_workers_from_env() {
+  const char* v = std::getenv("WARMKEY_COMPILE_WORKERS");
+  if (v == nullptr || *v == '\0') return g_default_workers.load();
+  return parse_compile_workers(v, "WARMKEY_COMPILE_WORKERS");
+}
+
 }  // namespace
+
+CompileWorkers parse_compile_workers(std::string_view text, std::string_view what) {
+  if (text == "threads") return CompileWorkers::threads;
+  if (text == "processes") return CompileWorkers::processes;
+  throw InputError(str_cat(what, "='", text, "': expected 'threads' or 'processes'"));
+}
+
+const char* compile_workers_name(CompileWorkers w) { return w == CompileWorkers::processes ? "processes" : "threads"; }
+
+void set_default_compile_workers(CompileWorkers w) { g_default_workers.store(w); }
 
 // One key's resolution. `bound` is immutable; `kernel` (or `error`) is written once, before the
 // release store of `state` that publishes it, so a reader that loads `state` with acquire and sees
@@ -253,6 +271,7 @@ RuntimeOptions with_arch(RuntimeOptions o) {
 JitRuntime::JitRuntime(RuntimeOptions options)
     : options_(with_arch(std::move(options))),
       lock_timeout_(options_.lock_timeout ? *options_.lock_timeout : lock_timeout_from_env()),
+      workers_(options_.compile_workers ? *options_.compile_workers : compile_workers_from_env()),
       compiler_(options_.target),
       l1_(std::make_unique<L1Map>()) {
   monitor_.set_mode(options_.mode);
@@ -464,7 +483,8 @@ void JitRuntime::compile_pending(const std::vector<Pending*>& batch, WarmState& 
     ++state.result.programs;
   }
   try {
-    out = compiler_.compile_batch(def, keys);
+    out = workers_ == CompileWorkers::processes ? compiler_.compile_batch_forked(def, keys)
+                                                : compiler_.compile_batch(def, keys);
   } catch (...) {
     error = std::current_exception();
   }

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +22,18 @@
 #include "warmup/monitor.h"
 
 namespace warmkey {
+
+// Where warm() runs NVRTC: on its worker threads, or each program in a forked child process
+// (NvrtcCompiler::compile_batch_forked; NVRTC threads of one process slow each other down past a
+// few jobs). A runtime compile (get() on a miss) is always in-process.
+enum class CompileWorkers : std::uint8_t { threads, processes };
+// "threads" / "processes"; throws InputError naming `what` for anything else.
+CompileWorkers parse_compile_workers(std::string_view text, std::string_view what);
+const char* compile_workers_name(CompileWorkers w);
+// The process-wide default for runtimes whose options leave compile_workers unset and whose
+// environment has no WARMKEY_COMPILE_WORKERS: threads unless changed (the warmkey CLI sets
+// processes; an engine embedding the library decides for itself whether forking is safe there).
+void set_default_compile_workers(CompileWorkers w);
 
 struct RuntimeOptions {
   CompileTarget target;
@@ -35,6 +48,9 @@ struct RuntimeOptions {
   // How long to wait for another process compiling the same key into the shared disk cache
   // before compiling it here: nullopt = $WARMKEY_LOCK_TIMEOUT seconds, else 600 s.
   std::optional<std::chrono::milliseconds> lock_timeout;
+  // warm()'s NVRTC workers: nullopt = $WARMKEY_COMPILE_WORKERS ("threads" or "processes"), else the
+  // process-wide default (set_default_compile_workers).
+  std::optional<CompileWorkers> compile_workers;
 };
 
 // Progress of a warm() call: keys done, keys total, the kernel of the key just finished.
@@ -60,6 +76,7 @@ class JitRuntime {
   static JitRuntime& global();
 
   const CompileTarget& target() const { return compiler_.target(); }
+  CompileWorkers compile_workers() const { return workers_; }
   JitKey jit_key(const BoundKey& bound) const { return make_jit_key(bound, target()); }
 
   // L1 -> disk -> bundle -> compile, single flight per key (across threads, and across processes
@@ -126,6 +143,7 @@ class JitRuntime {
 
   RuntimeOptions options_;
   std::chrono::milliseconds lock_timeout_;
+  CompileWorkers workers_;
   NvrtcCompiler compiler_;
   Monitor monitor_;
   std::unique_ptr<DiskCache> disk_;

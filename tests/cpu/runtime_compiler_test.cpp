@@ -181,5 +181,69 @@ TEST(NvrtcCompiler, concurrentBatchesAllSucceed) {
   EXPECT_EQ(c.programs_compiled(), 4);
 }
 
+// ---- compile_batch_forked: the same program compiled in a child process --------------------------
+
+TEST(NvrtcCompiler, aForkedCompileGivesTheSameCubinAndNamesAsAnInProcessOne) {
+  NvrtcCompiler c;
+  const std::vector<JitKey> keys = scale_keys(c, 3);
+  const std::vector<CompiledKernel> here = c.compile_batch(axpy_def(), keys);
+  const std::vector<CompiledKernel> forked = c.compile_batch_forked(axpy_def(), keys);
+  ASSERT_EQ(forked.size(), keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ(forked[i].key, keys[i]);
+    EXPECT_EQ(forked[i].digest, keys[i].digest());
+    EXPECT_EQ(forked[i].lowered_name, here[i].lowered_name);
+    EXPECT_EQ(*forked[i].cubin, *here[i].cubin) << "NVRTC is deterministic: the child's cubin is the same bytes";
+  }
+  EXPECT_EQ(forked[0].cubin, forked[2].cubin) << "the keys of one program share its cubin";
+  // The child's compile is counted here, as an in-process one is.
+  EXPECT_EQ(c.programs_compiled(), 2);
+  EXPECT_EQ(c.instantiations_compiled(), 6);
+  EXPECT_EQ(c.forked_fallbacks(), 0);
+}
+
+TEST(NvrtcCompiler, aForkedCompileErrorIsTheSameCompileError) {
+  NvrtcCompiler c;
+  const std::vector<JitKey> keys = scale_keys(c, 2, test_axpy::broken_def());
+  const std::string here = compile_error_of(c, test_axpy::broken_def(), keys);
+  std::string forked;
+  try {
+    c.compile_batch_forked(test_axpy::broken_def(), keys);
+    ADD_FAILURE() << "a broken program compiled in a child did not throw";
+  } catch (const CompileError& e) {
+    forked = e.what();
+  }
+  EXPECT_EQ(forked, here);
+  EXPECT_NE(forked.find("no_such_member"), std::string::npos) << forked;
+  EXPECT_EQ(c.programs_compiled(), 2) << "a failed program counts, in the child as here";
+  EXPECT_EQ(c.forked_fallbacks(), 0);
+  // Keys made for another NVRTC: refused in the child with the same message, nothing compiled.
+  JitKey other = make_jit_key(key(64), c.target());
+  other.nvrtc_version = "0.0";
+  EXPECT_THROW(c.compile_batch_forked(axpy_def(), {other}), CompileError);
+  EXPECT_EQ(c.programs_compiled(), 2) << "refused before NVRTC runs: nothing counted";
+}
+
+TEST(NvrtcCompiler, forkedCompilesFromManyThreadsAllSucceed) {
+  NvrtcCompiler c;
+  const std::vector<JitKey> keys = scale_keys(c, 6);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (const JitKey& k : keys) {
+    threads.emplace_back([&, k] {
+      try {
+        const auto out = c.compile_batch_forked(axpy_def(), {k});
+        if (out.size() == 1 && !out[0].cubin->empty()) ok.fetch_add(1);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  EXPECT_EQ(c.programs_compiled(), 6);
+  EXPECT_EQ(c.forked_fallbacks(), 0);
+}
+
 }  // namespace
 }  // namespace warmkey

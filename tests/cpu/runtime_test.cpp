@@ -385,6 +385,58 @@ TEST(JitRuntime, warmIsolatesFailingKeysAndNeverThrows) {
   expect_invariant(rt.monitor());
 }
 
+// CompileWorkers::processes: every program compiled in a forked child; the same keys, entries and
+// counters as with threads, failures isolated the same way, and a second runtime finds them on disk.
+TEST(JitRuntime, warmInForkedWorkersCompilesTheSameAndStoresOnDisk) {
+  TempDir dir;
+  RuntimeOptions o = options(dir.path());
+  o.compile_workers = CompileWorkers::processes;
+  JitRuntime rt(o);
+  EXPECT_EQ(rt.compile_workers(), CompileWorkers::processes);
+  std::vector<BoundKey> keys = scale_keys(5);
+  for (auto& k : scale_keys(2, 64, test_axpy::broken_def())) keys.push_back(k);
+  const WarmResult res = rt.warm(keys, 3, 2);
+  EXPECT_EQ(res.compiled, 5u);
+  EXPECT_EQ(res.failed, 2u);
+  for (const auto& f : res.failures) EXPECT_NE(f.find("no_such_member"), std::string::npos) << f;
+  EXPECT_EQ(rt.compiler().forked_fallbacks(), 0);
+  EXPECT_EQ(rt.l1_size(), 5u);
+  expect_invariant(rt.monitor());
+
+  RuntimeOptions t = options(dir.path());
+  t.compile_workers = CompileWorkers::threads;
+  JitRuntime second(t);
+  const WarmResult again = second.warm(scale_keys(5), 2, 2);
+  EXPECT_EQ(again.disk_hits, 5u) << "the forked children's cubins were stored by the parent";
+  EXPECT_EQ(again.compiled, 0u);
+}
+
+TEST(JitRuntime, compileWorkersComeFromTheOptionsTheEnvironmentOrTheDefault) {
+  {
+    test_axpy::ScopedEnv env("WARMKEY_COMPILE_WORKERS", std::nullopt);
+    EXPECT_EQ(JitRuntime(options(fs::path())).compile_workers(), CompileWorkers::threads) << "the library default";
+    set_default_compile_workers(CompileWorkers::processes);
+    EXPECT_EQ(JitRuntime(options(fs::path())).compile_workers(), CompileWorkers::processes);
+    set_default_compile_workers(CompileWorkers::threads);
+  }
+  {
+    test_axpy::ScopedEnv env("WARMKEY_COMPILE_WORKERS", "processes");
+    EXPECT_EQ(JitRuntime(options(fs::path())).compile_workers(), CompileWorkers::processes);
+    RuntimeOptions o = options(fs::path());
+    o.compile_workers = CompileWorkers::threads;  // the options win
+    EXPECT_EQ(JitRuntime(o).compile_workers(), CompileWorkers::threads);
+  }
+  {
+    test_axpy::ScopedEnv env("WARMKEY_COMPILE_WORKERS", "forks");
+    try {
+      JitRuntime rt(options(fs::path()));
+      ADD_FAILURE() << "a bad WARMKEY_COMPILE_WORKERS was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("WARMKEY_COMPILE_WORKERS='forks'"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(JitRuntime, warmCountsDiskAndBundleHits) {
   TempDir dir, bundle_dir;
   const fs::path bundle = bundle_dir.path() / "b.wkbundle";

@@ -22,7 +22,8 @@ struct WarmupCliOptions {
   int jobs = 0;
   int batch = 0;
   std::string cache_dir;
-  std::string arch;  // "sm_90" or "sm_90,sm_100"; empty: WARMKEY_ARCH, else the device's, else sm_90
+  std::string arch;     // "sm_90" or "sm_90,sm_100"; empty: WARMKEY_ARCH, else the device's, else sm_90
+  std::string workers;  // "threads" / "processes"; empty: $WARMKEY_COMPILE_WORKERS, else processes
   bool json = false;
   bool no_progress = false;
 };
@@ -43,6 +44,7 @@ int run(const WarmupCliOptions& o) {
     ro.cache_dir = cache_dir_option(o.cache_dir);
     ro.target.arch = arch;
     ro.compile_only = !device || *device != arch;  // keys for another GPU: compiled, never loaded
+    if (!o.workers.empty()) ro.compile_workers = parse_compile_workers(o.workers, "--workers");
     JitRuntime rt(ro);
     Plan plan = plan_warmup(equivalence::builtin_registry(), config, kernel, rt.target());
     WarmupSummary s = run_warmup(plan, rt, wo);
@@ -73,6 +75,10 @@ void register_warmup_command(CLI::App& app, int* exit_code) {
   sub->add_option("--jobs", o->jobs, "Compile threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub->add_option("--batch", o->batch, "Instantiations per NVRTC program (default: chosen from keys and jobs)")
       ->check(CLI::Range(1, 1024));
+  sub->add_option("--workers", o->workers,
+                  "Where NVRTC runs: 'processes' (one forked child per program) or 'threads' (default: "
+                  "$WARMKEY_COMPILE_WORKERS, else processes)")
+      ->check(CLI::IsMember({"threads", "processes"}));
   add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--arch", o->arch,
                   "Architectures to compile for, e.g. sm_90 or sm_90,sm_100 (default: $WARMKEY_ARCH, else the "

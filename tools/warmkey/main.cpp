@@ -9,6 +9,7 @@
 #include "tools/warmkey/commands.h"
 #include "warmup/compiler.h"
 #include "warmup/error.h"
+#include "warmup/runtime.h"
 
 #ifndef WARMKEY_VERSION
 #define WARMKEY_VERSION "unknown"
@@ -20,6 +21,9 @@ int main(int argc, char** argv) {
     return std::string("warmkey ") + WARMKEY_VERSION + " (NVRTC " + warmkey::NvrtcCompiler::nvrtc_version() + ")";
   });
   app.require_subcommand(1);
+  // The CLI compiles a warmup's NVRTC programs in forked children (no NVRTC threads slowing each
+  // other down); WARMKEY_COMPILE_WORKERS=threads, or warmup --workers threads, keeps them in-process.
+  warmkey::set_default_compile_workers(warmkey::CompileWorkers::processes);
   int exit_code = 0;
   warmkey::cli::register_keys_command(app, &exit_code);
   warmkey::cli::register_warmup_command(app, &exit_code);
