@@ -232,9 +232,16 @@ void Device::load(int ordinal) {
   check(api_->device_get_attribute(&sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
   check(api_->device_get_attribute(&major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
   check(api_->device_get_attribute(&minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
-  CUcontext ctx = nullptr;
-  check(api_->primary_ctx_retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  context_ = ctx;
+  cu_device_ = dev;
+}
+
+void Device::prepare() const {
+  require();
+  std::call_once(context_once_, [this] {  // a throw leaves the flag unset: the next use tries again
+    CUcontext ctx = nullptr;
+    check(api_->primary_ctx_retain(&ctx, static_cast<CUdevice>(cu_device_)), "cuDevicePrimaryCtxRetain");
+    context_ = ctx;
+  });
 }
 
 void Device::check(int result, const char* what) const {
@@ -256,7 +263,10 @@ void Device::require() const {
   if (!available_) throw DeviceError(str_cat("no CUDA device available: ", reason_));
 }
 
-void Device::make_current() const { check(api_->ctx_set_current(static_cast<CUcontext>(context_)), "cuCtxSetCurrent"); }
+void Device::make_current() const {
+  prepare();
+  check(api_->ctx_set_current(static_cast<CUcontext>(context_)), "cuCtxSetCurrent");
+}
 
 std::string Device::arch() const {
   require();

@@ -45,6 +45,9 @@ class Device {
   static Device& instance();
 
   bool available() const { return available_; }
+  // Creates the primary context now (first use creates it otherwise: cuDevicePrimaryCtxRetain takes
+  // a good part of a second on a large GPU). Throws DeviceError like the first use would.
+  void prepare() const;
   const std::string& unavailable_reason() const { return reason_; }
   std::string name() const { return name_; }
   int multiprocessors() const { return sms_; }
@@ -86,7 +89,7 @@ class Device {
   void check(int result, const char* what) const;
   void check(int result, const std::string& what) const;
   void require() const;       // throws DeviceError with the reason when no device is available
-  void make_current() const;  // binds the primary context to the calling thread
+  void make_current() const;  // binds the primary context to the calling thread (creating it first)
   void load(int ordinal);     // fills api_ and the device facts; throws DeviceError
 
   struct Api;
@@ -95,7 +98,11 @@ class Device {
   std::string reason_;
   std::string name_;
   int sms_ = 0, major_ = 0, minor_ = 0;
-  void* context_ = nullptr;
+  // The primary context is created on first use (make_current, prepare), not by the constructor:
+  // a warmup creates it on a thread of its own while NVRTC compiles (JitRuntime::warm).
+  int cu_device_ = 0;
+  mutable std::once_flag context_once_;
+  mutable void* context_ = nullptr;
   struct Module;                                      // one distinct cubin's module, loaded once
   std::mutex mu_;                                     // guards the two maps (never held across a driver call)
   std::unordered_map<std::string, void*> functions_;  // key digest -> CUfunction

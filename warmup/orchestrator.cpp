@@ -202,7 +202,7 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
   s.failed = r.failed;
   s.programs = r.programs;
   s.jobs = jobs;
-  s.workers = compile_workers_name(rt.compile_workers());
+  s.workers = compile_workers_name(r.workers);
   s.batch = batch > 0 ? batch : static_cast<int>(auto_batch(r.compiled + r.failed, jobs));
   s.seconds = std::chrono::duration<double>(stop - start).count();
   s.failures = r.failures;

@@ -72,10 +72,18 @@ CompileWorkers compile_workers_from_env() {
 CompileWorkers parse_compile_workers(std::string_view text, std::string_view what) {
   if (text == "threads") return CompileWorkers::threads;
   if (text == "processes") return CompileWorkers::processes;
-  throw InputError(str_cat(what, "='", text, "': expected 'threads' or 'processes'"));
+  if (text == "auto") return CompileWorkers::automatic;
+  throw InputError(str_cat(what, "='", text, "': expected 'threads', 'processes' or 'auto'"));
 }
 
-const char* compile_workers_name(CompileWorkers w) { return w == CompileWorkers::processes ? "processes" : "threads"; }
+const char* compile_workers_name(CompileWorkers w) {
+  switch (w) {
+    case CompileWorkers::threads: return "threads";
+    case CompileWorkers::processes: return "processes";
+    case CompileWorkers::automatic: return "auto";
+  }
+  return "?";
+}
 
 void set_default_compile_workers(CompileWorkers w) { g_default_workers.store(w); }
 
@@ -483,8 +491,8 @@ void JitRuntime::compile_pending(const std::vector<Pending*>& batch, WarmState& 
     ++state.result.programs;
   }
   try {
-    out = workers_ == CompileWorkers::processes ? compiler_.compile_batch_forked(def, keys)
-                                                : compiler_.compile_batch(def, keys);
+    out = state.result.workers == CompileWorkers::processes ? compiler_.compile_batch_forked(def, keys)
+                                                            : compiler_.compile_batch(def, keys);
   } catch (...) {
     error = std::current_exception();
   }
@@ -584,8 +592,22 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   WarmState state;
   state.progress = &progress;
+  state.result.workers = workers_ == CompileWorkers::automatic
+                             ? (jobs > kForkAboveJobs ? CompileWorkers::processes : CompileWorkers::threads)
+                             : workers_;
   const std::vector<BoundKey> unique = dedup_bound(keys);
   state.result.keys = unique.size();
+  // The device's primary context (needed to load the modules) is created while NVRTC compiles.
+  std::thread context;
+  if (options_.load_modules && !options_.compile_only && Device::instance().available()) {
+    context = std::thread([] {
+      try {
+        Device::instance().prepare();
+      } catch (...) {
+        // The first module load reports it (after_resolve).
+      }
+    });
+  }
 
   // Claim every key: an existing slot is an L1 hit (maybe still in flight), a new one is ours.
   std::vector<Slot*> claimed, owned;
@@ -643,6 +665,7 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
       // A key whose JitKey cannot be built already failed above.
     }
   }
+  if (context.joinable()) context.join();
   for (Slot* s : state.resolved) {
     try {
       after_resolve(*s);

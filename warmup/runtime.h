@@ -26,13 +26,16 @@ namespace warmkey {
 // Where warm() runs NVRTC: on its worker threads, or each program in a forked child process
 // (NvrtcCompiler::compile_batch_forked; NVRTC threads of one process slow each other down past a
 // few jobs). A runtime compile (get() on a miss) is always in-process.
-enum class CompileWorkers : std::uint8_t { threads, processes };
-// "threads" / "processes"; throws InputError naming `what` for anything else.
+// automatic: processes above kForkAboveJobs jobs, threads up to it (a fork costs tens of ms once
+// the process holds a CUDA context, and a few NVRTC threads do not slow each other down yet).
+enum class CompileWorkers : std::uint8_t { threads, processes, automatic };
+inline constexpr int kForkAboveJobs = 4;
+// "threads" / "processes" / "auto"; throws InputError naming `what` for anything else.
 CompileWorkers parse_compile_workers(std::string_view text, std::string_view what);
 const char* compile_workers_name(CompileWorkers w);
 // The process-wide default for runtimes whose options leave compile_workers unset and whose
 // environment has no WARMKEY_COMPILE_WORKERS: threads unless changed (the warmkey CLI sets
-// processes; an engine embedding the library decides for itself whether forking is safe there).
+// automatic; an engine embedding the library decides for itself whether forking is safe there).
 void set_default_compile_workers(CompileWorkers w);
 
 struct RuntimeOptions {
@@ -63,6 +66,7 @@ struct WarmResult {
   std::size_t failed = 0;
   std::size_t programs = 0;            // NVRTC programs run
   std::size_t from_other_process = 0;  // disk hits another process compiled while we waited for its lock
+  CompileWorkers workers = CompileWorkers::threads;  // where NVRTC ran (threads or processes)
   std::vector<std::string> failures;   // one message per failed key (JitKey + NVRTC log)
 };
 

@@ -396,6 +396,7 @@ TEST(JitRuntime, warmInForkedWorkersCompilesTheSameAndStoresOnDisk) {
   std::vector<BoundKey> keys = scale_keys(5);
   for (auto& k : scale_keys(2, 64, test_axpy::broken_def())) keys.push_back(k);
   const WarmResult res = rt.warm(keys, 3, 2);
+  EXPECT_EQ(res.workers, CompileWorkers::processes);
   EXPECT_EQ(res.compiled, 5u);
   EXPECT_EQ(res.failed, 2u);
   for (const auto& f : res.failures) EXPECT_NE(f.find("no_such_member"), std::string::npos) << f;
@@ -425,6 +426,15 @@ TEST(JitRuntime, compileWorkersComeFromTheOptionsTheEnvironmentOrTheDefault) {
     RuntimeOptions o = options(fs::path());
     o.compile_workers = CompileWorkers::threads;  // the options win
     EXPECT_EQ(JitRuntime(o).compile_workers(), CompileWorkers::threads);
+  }
+  {
+    // auto: processes above kForkAboveJobs jobs, threads up to it.
+    RuntimeOptions o = options(fs::path());
+    o.compile_workers = CompileWorkers::automatic;
+    JitRuntime rt(o);
+    EXPECT_EQ(rt.warm(scale_keys(2), kForkAboveJobs, 1).workers, CompileWorkers::threads);
+    EXPECT_EQ(rt.warm(scale_keys(4), kForkAboveJobs + 1, 1).workers, CompileWorkers::processes);
+    EXPECT_EQ(rt.compiler().programs_compiled(), 4) << "2 keys on threads, 2 more in children";
   }
   {
     test_axpy::ScopedEnv env("WARMKEY_COMPILE_WORKERS", "forks");

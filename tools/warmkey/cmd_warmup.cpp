@@ -23,7 +23,7 @@ struct WarmupCliOptions {
   int batch = 0;
   std::string cache_dir;
   std::string arch;     // "sm_90" or "sm_90,sm_100"; empty: WARMKEY_ARCH, else the device's, else sm_90
-  std::string workers;  // "threads" / "processes"; empty: $WARMKEY_COMPILE_WORKERS, else processes
+  std::string workers;  // "threads" / "processes" / "auto"; empty: $WARMKEY_COMPILE_WORKERS, else auto
   bool json = false;
   bool no_progress = false;
 };
@@ -76,9 +76,9 @@ void register_warmup_command(CLI::App& app, int* exit_code) {
   sub->add_option("--batch", o->batch, "Instantiations per NVRTC program (default: chosen from keys and jobs)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--workers", o->workers,
-                  "Where NVRTC runs: 'processes' (one forked child per program) or 'threads' (default: "
-                  "$WARMKEY_COMPILE_WORKERS, else processes)")
-      ->check(CLI::IsMember({"threads", "processes"}));
+                  "Where NVRTC runs: 'processes' (one forked child per program), 'threads', or 'auto' "
+                  "(processes above 4 jobs; the default, unless $WARMKEY_COMPILE_WORKERS says otherwise)")
+      ->check(CLI::IsMember({"threads", "processes", "auto"}));
   add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--arch", o->arch,
                   "Architectures to compile for, e.g. sm_90 or sm_90,sm_100 (default: $WARMKEY_ARCH, else the "

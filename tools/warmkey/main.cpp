@@ -21,9 +21,10 @@ int main(int argc, char** argv) {
     return std::string("warmkey ") + WARMKEY_VERSION + " (NVRTC " + warmkey::NvrtcCompiler::nvrtc_version() + ")";
   });
   app.require_subcommand(1);
-  // The CLI compiles a warmup's NVRTC programs in forked children (no NVRTC threads slowing each
-  // other down); WARMKEY_COMPILE_WORKERS=threads, or warmup --workers threads, keeps them in-process.
-  warmkey::set_default_compile_workers(warmkey::CompileWorkers::processes);
+  // The CLI compiles a warmup's NVRTC programs in forked children above 4 jobs (NVRTC threads of
+  // one process slow each other down there) and on threads up to 4 (a fork costs more than it
+  // saves); WARMKEY_COMPILE_WORKERS or warmup --workers choose otherwise.
+  warmkey::set_default_compile_workers(warmkey::CompileWorkers::automatic);
   int exit_code = 0;
   warmkey::cli::register_keys_command(app, &exit_code);
   warmkey::cli::register_warmup_command(app, &exit_code);
