@@ -592,14 +592,17 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   WarmState state;
   state.progress = &progress;
-  state.result.workers = workers_ == CompileWorkers::automatic
-                             ? (jobs > kForkAboveJobs ? CompileWorkers::processes : CompileWorkers::threads)
-                             : workers_;
+  // automatic: a fork is cheap in a process without a CUDA context (a compile-only runtime, or no
+  // device), and costs tens of ms with one; NVRTC threads slow each other down above a few jobs.
+  const bool uses_device = options_.load_modules && !options_.compile_only && Device::instance().available();
+  state.result.workers = workers_ != CompileWorkers::automatic     ? workers_
+                         : (jobs > kForkAboveJobs || !uses_device) ? CompileWorkers::processes
+                                                                   : CompileWorkers::threads;
   const std::vector<BoundKey> unique = dedup_bound(keys);
   state.result.keys = unique.size();
   // The device's primary context (needed to load the modules) is created while NVRTC compiles.
   std::thread context;
-  if (options_.load_modules && !options_.compile_only && Device::instance().available()) {
+  if (uses_device) {
     context = std::thread([] {
       try {
         Device::instance().prepare();

@@ -26,8 +26,9 @@ namespace warmkey {
 // Where warm() runs NVRTC: on its worker threads, or each program in a forked child process
 // (NvrtcCompiler::compile_batch_forked; NVRTC threads of one process slow each other down past a
 // few jobs). A runtime compile (get() on a miss) is always in-process.
-// automatic: processes above kForkAboveJobs jobs, threads up to it (a fork costs tens of ms once
-// the process holds a CUDA context, and a few NVRTC threads do not slow each other down yet).
+// automatic: processes above kForkAboveJobs jobs or when the runtime never uses the device
+// (compile-only, or no GPU: a fork is cheap there), else threads (a fork costs tens of ms once the
+// process holds a CUDA context, and a few NVRTC threads do not slow each other down yet).
 enum class CompileWorkers : std::uint8_t { threads, processes, automatic };
 inline constexpr int kForkAboveJobs = 4;
 // "threads" / "processes" / "auto"; throws InputError naming `what` for anything else.
@@ -64,10 +65,10 @@ struct WarmResult {
   std::size_t compiled = 0;  // compiled by NVRTC in this call
   std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
   std::size_t failed = 0;
-  std::size_t programs = 0;            // NVRTC programs run
-  std::size_t from_other_process = 0;  // disk hits another process compiled while we waited for its lock
+  std::size_t programs = 0;                          // NVRTC programs run
+  std::size_t from_other_process = 0;                // disk hits another process compiled while we waited for its lock
   CompileWorkers workers = CompileWorkers::threads;  // where NVRTC ran (threads or processes)
-  std::vector<std::string> failures;   // one message per failed key (JitKey + NVRTC log)
+  std::vector<std::string> failures;                 // one message per failed key (JitKey + NVRTC log)
 };
 
 class JitRuntime {

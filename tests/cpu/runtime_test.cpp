@@ -428,13 +428,20 @@ TEST(JitRuntime, compileWorkersComeFromTheOptionsTheEnvironmentOrTheDefault) {
     EXPECT_EQ(JitRuntime(o).compile_workers(), CompileWorkers::threads);
   }
   {
-    // auto: processes above kForkAboveJobs jobs, threads up to it.
+    // auto: processes above kForkAboveJobs jobs, or at any job count when the runtime never uses
+    // the device (here: no modules loaded); threads up to it otherwise (a GPU host, see
+    // tests/gpu for the device side).
     RuntimeOptions o = options(fs::path());
     o.compile_workers = CompileWorkers::automatic;
     JitRuntime rt(o);
-    EXPECT_EQ(rt.warm(scale_keys(2), kForkAboveJobs, 1).workers, CompileWorkers::threads);
+    EXPECT_EQ(rt.warm(scale_keys(2), kForkAboveJobs, 1).workers, CompileWorkers::processes);
     EXPECT_EQ(rt.warm(scale_keys(4), kForkAboveJobs + 1, 1).workers, CompileWorkers::processes);
-    EXPECT_EQ(rt.compiler().programs_compiled(), 4) << "2 keys on threads, 2 more in children";
+    EXPECT_EQ(rt.compiler().programs_compiled(), 4) << "every program in a child";
+    if (!Device::instance().available()) {
+      RuntimeOptions d = o;
+      d.load_modules = true;  // would use the device, but there is none: a fork is still cheap
+      EXPECT_EQ(JitRuntime(d).warm(scale_keys(1), 2, 1).workers, CompileWorkers::processes);
+    }
   }
   {
     test_axpy::ScopedEnv env("WARMKEY_COMPILE_WORKERS", "forks");
