@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -485,6 +486,19 @@ bool write_all(int fd, const void* data, std::size_t n) {
   return true;
 }
 
+// write_all on a socket without SIGPIPE: a worker that died must not kill the parent.
+bool send_all(int fd, const void* data, std::size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
 bool write_string(int fd, const std::string& s) {
   const std::uint64_t n = s.size();
   return write_all(fd, &n, sizeof n) && write_all(fd, s.data(), s.size());
@@ -511,6 +525,50 @@ bool read_string(int fd, std::string& s) {
 
 }  // namespace
 
+bool NvrtcCompiler::write_answer(int fd, const KernelDef& def, const std::vector<JitKey>& keys) const {
+  bool ok = false;
+  const std::int64_t programs0 = programs_.load(), instantiations0 = instantiations_.load();
+  try {
+    const std::vector<CompiledKernel> out = compile_batch(def, keys);
+    ok = write_all(fd, "k", 1) && write_string(fd, *out.at(0).cubin);
+    for (const CompiledKernel& k : out) ok = ok && write_string(fd, k.lowered_name);
+  } catch (const CompileError& e) {
+    ok = write_all(fd, "e", 1) && write_string(fd, e.what());
+  } catch (const std::exception& e) {
+    ok = write_all(fd, "x", 1) && write_string(fd, e.what());
+  } catch (...) {
+    ok = write_all(fd, "x", 1) && write_string(fd, "unknown exception");
+  }
+  const std::int64_t counted[2] = {programs_.load() - programs0, instantiations_.load() - instantiations0};
+  return ok && write_all(fd, counted, sizeof counted);
+}
+
+std::optional<std::vector<CompiledKernel>> NvrtcCompiler::read_answer(int fd, const std::vector<JitKey>& keys) const {
+  char status = 0;
+  std::string cubin, error;
+  std::vector<std::string> lowered(keys.size());
+  bool answered = read_all(fd, &status, 1);
+  if (answered && status == 'k') {
+    answered = read_string(fd, cubin);
+    for (std::string& l : lowered) answered = answered && read_string(fd, l);
+  } else if (answered) {
+    answered = (status == 'e' || status == 'x') && read_string(fd, error);
+  }
+  std::int64_t counted[2] = {0, 0};
+  answered = answered && read_all(fd, counted, sizeof counted);
+  if (!answered) return std::nullopt;
+  programs_.fetch_add(counted[0]);
+  instantiations_.fetch_add(counted[1]);
+  if (status == 'e') throw CompileError(error);
+  if (status == 'x') throw Error(error);
+  auto shared = std::make_shared<const std::string>(std::move(cubin));
+  std::vector<CompiledKernel> out;
+  out.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    out.push_back(CompiledKernel{keys[i], keys[i].digest(), std::move(lowered[i]), shared});
+  return out;
+}
+
 std::vector<CompiledKernel> NvrtcCompiler::compile_batch_forked(const KernelDef& def,
                                                                 const std::vector<JitKey>& keys) const {
   if (keys.empty()) return {};
@@ -525,54 +583,115 @@ std::vector<CompiledKernel> NvrtcCompiler::compile_batch_forked(const KernelDef&
   if (pid == 0) {  // the child: compile, answer, _exit (no atexit handlers, no stdio flush)
     ::close(fds[0]);
     std::signal(SIGPIPE, SIG_DFL);  // the parent gone: die quietly
-    bool ok = false;
-    const std::int64_t programs0 = programs_.load(), instantiations0 = instantiations_.load();
-    try {
-      const std::vector<CompiledKernel> out = compile_batch(def, keys);
-      ok = write_all(fds[1], "k", 1) && write_string(fds[1], *out.at(0).cubin);
-      for (const CompiledKernel& k : out) ok = ok && write_string(fds[1], k.lowered_name);
-    } catch (const CompileError& e) {
-      ok = write_all(fds[1], "e", 1) && write_string(fds[1], e.what());
-    } catch (const std::exception& e) {
-      ok = write_all(fds[1], "x", 1) && write_string(fds[1], e.what());
-    } catch (...) {
-      ok = write_all(fds[1], "x", 1) && write_string(fds[1], "unknown exception");
-    }
-    const std::int64_t counted[2] = {programs_.load() - programs0, instantiations_.load() - instantiations0};
-    ok = ok && write_all(fds[1], counted, sizeof counted);
-    ::_exit(ok ? 0 : 1);
+    ::_exit(write_answer(fds[1], def, keys) ? 0 : 1);
   }
   ::close(fds[1]);
-  char status = 0;
-  std::string cubin, error;
-  std::vector<std::string> lowered(keys.size());
-  bool answered = read_all(fds[0], &status, 1);
-  if (answered && status == 'k') {
-    answered = read_string(fds[0], cubin);
-    for (std::string& l : lowered) answered = answered && read_string(fds[0], l);
-  } else if (answered) {
-    answered = (status == 'e' || status == 'x') && read_string(fds[0], error);
+  std::optional<std::vector<CompiledKernel>> out;
+  std::exception_ptr error;
+  try {
+    out = read_answer(fds[0], keys);
+  } catch (...) {
+    error = std::current_exception();
   }
-  std::int64_t counted[2] = {0, 0};
-  answered = answered && read_all(fds[0], counted, sizeof counted);
   ::close(fds[0]);
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  if (!answered) {  // the child died (a signal, out of memory): compile here, where errors surface
+  if (error) std::rethrow_exception(error);
+  if (!out) {  // the child died (a signal, out of memory): compile here, where errors surface
     fallbacks_.fetch_add(1);
     return compile_batch(def, keys);
   }
-  programs_.fetch_add(counted[0]);
-  instantiations_.fetch_add(counted[1]);
-  if (status == 'e') throw CompileError(error);
-  if (status == 'x') throw Error(error);
-  auto shared = std::make_shared<const std::string>(std::move(cubin));
-  std::vector<CompiledKernel> out;
-  out.reserve(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i)
-    out.push_back(CompiledKernel{keys[i], keys[i].digest(), std::move(lowered[i]), shared});
-  return out;
+  return std::move(*out);
+}
+
+// ---- NvrtcWorkerPool ------------------------------------------------------------------------------
+// Request (a socket, so the parent writes without SIGPIPE): u64 count, then that many u64 indices
+// into keys. Answer (a pipe): as compile_batch_forked's.
+
+NvrtcWorkerPool::NvrtcWorkerPool(const NvrtcCompiler& compiler, std::vector<const KernelDef*> defs,
+                                 std::vector<const JitKey*> keys, int workers)
+    : compiler_(compiler), defs_(std::move(defs)), keys_(std::move(keys)) {
+  for (int w = 0; w < workers; ++w) {
+    int request[2], reply[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM, 0, request) != 0) break;
+    if (::pipe(reply) != 0) {
+      ::close(request[0]);
+      ::close(request[1]);
+      break;
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      for (const Worker& other : workers_) {  // the other workers' pipe ends stay with the parent
+        ::close(other.request);
+        ::close(other.reply);
+      }
+      ::close(request[1]);
+      ::close(reply[0]);
+      serve(request[0], reply[1]);
+    }
+    ::close(request[0]);
+    ::close(reply[1]);
+    if (pid < 0) {
+      ::close(request[1]);
+      ::close(reply[0]);
+      break;
+    }
+    workers_.push_back(Worker{pid, request[1], reply[0]});
+  }
+}
+
+void NvrtcWorkerPool::serve(int request, int reply) const {
+  std::signal(SIGPIPE, SIG_DFL);  // the parent gone: die quietly
+  for (;;) {
+    std::uint64_t n = 0;
+    if (!read_all(request, &n, sizeof n) || n == 0 || n > keys_.size()) ::_exit(0);
+    std::vector<std::uint64_t> which(n);
+    if (!read_all(request, which.data(), n * sizeof(std::uint64_t))) ::_exit(1);
+    std::vector<JitKey> keys;
+    for (std::uint64_t i : which) {
+      if (i >= keys_.size()) ::_exit(1);
+      keys.push_back(*keys_[i]);
+    }
+    if (!compiler_.write_answer(reply, *defs_[which[0]], keys)) ::_exit(1);
+  }
+}
+
+std::vector<CompiledKernel> NvrtcWorkerPool::compile(int w, const std::vector<std::size_t>& which) {
+  std::vector<JitKey> keys;
+  for (std::size_t i : which) keys.push_back(*keys_.at(i));
+  const KernelDef& def = *defs_.at(which.at(0));
+  Worker* worker = w >= 0 && w < size() ? &workers_[static_cast<std::size_t>(w)] : nullptr;
+  if (worker != nullptr && worker->pid > 0) {
+    std::vector<std::uint64_t> request{which.size()};
+    request.insert(request.end(), which.begin(), which.end());
+    if (send_all(worker->request, request.data(), request.size() * sizeof(std::uint64_t))) {
+      if (auto out = compiler_.read_answer(worker->reply, keys)) return std::move(*out);
+    }
+    // The worker died: reap it, and compile this request and the next ones here.
+    ::close(worker->request);
+    ::close(worker->reply);
+    int wstatus = 0;
+    while (::waitpid(worker->pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    worker->pid = -1;
+  }
+  compiler_.fallbacks_.fetch_add(1);
+  return compiler_.compile_batch(def, keys);
+}
+
+NvrtcWorkerPool::~NvrtcWorkerPool() {
+  for (Worker& w : workers_) {
+    if (w.pid <= 0) continue;
+    ::close(w.request);  // EOF: the child's loop ends
+    ::close(w.reply);
+  }
+  for (Worker& w : workers_) {
+    if (w.pid <= 0) continue;
+    int wstatus = 0;
+    while (::waitpid(w.pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+  }
 }
 
 // NVRTC to PTX only (the virtual arch of the target), identical entries folded, then ptxas once

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,8 @@ class NvrtcCompiler {
   // touches nothing but NVRTC and this compiler (never CUDA, never the caller's locks). Falls back
   // to compile_batch in this process when fork() fails or the child dies without an answer.
   std::vector<CompiledKernel> compile_batch_forked(const KernelDef& def, const std::vector<JitKey>& keys) const;
-  // Children that died without an answer (compile_batch_forked then compiled in this process).
+  // Children that died without an answer (compile_batch_forked or an NvrtcWorkerPool then compiled
+  // in this process).
   std::int64_t forked_fallbacks() const { return fallbacks_.load(); }
   // The full NVRTC program text for keys (for logs and tests).
   static std::string program_source(const KernelDef& def, const std::vector<JitKey>& keys);
@@ -73,12 +75,50 @@ class NvrtcCompiler {
                                              const std::vector<std::string>& header_names,
                                              const std::vector<std::string>& header_texts) const;
 
+  friend class NvrtcWorkerPool;
+  // A child's answer to one request (compile_batch's result or error, and its counters) read from
+  // `fd`, turned into compile_batch's return value or exception; nullopt when the child died.
+  std::optional<std::vector<CompiledKernel>> read_answer(int fd, const std::vector<JitKey>& keys) const;
+  // compile_batch for a child: writes its answer to `fd`; false when the pipe broke.
+  bool write_answer(int fd, const KernelDef& def, const std::vector<JitKey>& keys) const;
   CompileTarget target_;
   bool share_ = false;
   mutable std::atomic<std::int64_t> programs_{0};
   mutable std::atomic<std::int64_t> instantiations_{0};
   mutable std::atomic<std::int64_t> shared_{0};
   mutable std::atomic<std::int64_t> fallbacks_{0};
+};
+
+// Forked NVRTC workers for one warmup: `workers` child processes forked at construction, each
+// compiling the programs sent to it until the pool is destroyed. A request names keys by their
+// index in `keys` (with `defs`, the list the children copied at the fork: it must not change while
+// the pool lives); the answer is what compile_batch returns or throws. A fork costs little in a
+// process without a CUDA context and tens of ms in one that has it: fork the pool before the
+// context exists. A worker that dies without an answer is replaced by an in-process compile for
+// that request and every later one sent to it (counted in forked_fallbacks()).
+class NvrtcWorkerPool {
+ public:
+  NvrtcWorkerPool(const NvrtcCompiler& compiler, std::vector<const KernelDef*> defs, std::vector<const JitKey*> keys,
+                  int workers);
+  ~NvrtcWorkerPool();  // closes the request pipes (the children exit) and reaps the children
+  NvrtcWorkerPool(const NvrtcWorkerPool&) = delete;
+  NvrtcWorkerPool& operator=(const NvrtcWorkerPool&) = delete;
+  int size() const { return static_cast<int>(workers_.size()); }
+  int pid(int w) const { return workers_.at(static_cast<std::size_t>(w)).pid; }  // -1 once it died
+  // Compiles keys[which] (one kernel) on worker `w`; one caller per worker at a time.
+  std::vector<CompiledKernel> compile(int w, const std::vector<std::size_t>& which);
+
+ private:
+  struct Worker {
+    int pid = -1;
+    int request = -1;  // parent -> child
+    int reply = -1;    // child -> parent
+  };
+  [[noreturn]] void serve(int request, int reply) const;  // the child's loop
+  const NvrtcCompiler& compiler_;
+  std::vector<const KernelDef*> defs_;
+  std::vector<const JitKey*> keys_;
+  std::vector<Worker> workers_;
 };
 
 // The PTX of a program of several instantiations with identical entries folded. `owners` are the

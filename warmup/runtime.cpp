@@ -232,7 +232,13 @@ struct JitRuntime::Pending {
   JitKey jk;
   DiskCache::KeyLock lock;  // held from the claim until the entry is stored (or failed)
   bool settled = false;     // fulfilled or failed (touched by the one worker owning it)
+  std::size_t index = 0;    // in the list compile_batches was given (the forked workers' key index)
 };
+
+namespace {
+// The forked worker of the warm() pool thread this is (compile_batches sets it), -1 elsewhere.
+thread_local int t_worker = -1;
+}  // namespace
 
 struct JitRuntime::WarmState {
   const ProgressFn* progress = nullptr;
@@ -242,6 +248,21 @@ struct JitRuntime::WarmState {
   std::vector<Slot*> resolved;
   std::vector<Pending*> deferred;  // keys another process holds the lock of
   std::exception_ptr progress_error;
+  NvrtcWorkerPool* pool = nullptr;  // set while compile_batches runs with forked workers
+  // The device's primary context, created on a thread of its own while NVRTC compiles (after the
+  // workers are forked: a fork of a process holding a CUDA context costs tens of ms).
+  bool want_context = false;
+  std::thread context;
+  void start_context() {
+    if (!want_context || context.joinable()) return;
+    context = std::thread([] {
+      try {
+        Device::instance().prepare();
+      } catch (...) {
+        // The first module load reports it (after_resolve).
+      }
+    });
+  }
 
   void ok(Slot* s, std::size_t WarmResult::*counter) {
     std::lock_guard lock(mu);
@@ -491,8 +512,15 @@ void JitRuntime::compile_pending(const std::vector<Pending*>& batch, WarmState& 
     ++state.result.programs;
   }
   try {
-    out = state.result.workers == CompileWorkers::processes ? compiler_.compile_batch_forked(def, keys)
-                                                            : compiler_.compile_batch(def, keys);
+    if (state.pool != nullptr && t_worker >= 0) {
+      std::vector<std::size_t> which;
+      for (const Pending* p : batch) which.push_back(p->index);
+      out = state.pool->compile(t_worker, which);
+    } else if (state.result.workers == CompileWorkers::processes) {
+      out = compiler_.compile_batch_forked(def, keys);
+    } else {
+      out = compiler_.compile_batch(def, keys);
+    }
   } catch (...) {
     error = std::current_exception();
   }
@@ -530,8 +558,24 @@ void JitRuntime::compile_batches(const std::vector<Pending*>& pending, int jobs,
     auto& b = batches.emplace_back();
     for (std::size_t i : program) b.push_back(pending[i]);
   }
+  std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(jobs), batches.size());
+  // Forked workers: one per pool thread, forked before the device context exists (start_context).
+  std::optional<NvrtcWorkerPool> pool;
+  if (state.result.workers == CompileWorkers::processes && threads > 0) {
+    std::vector<const KernelDef*> defs;
+    std::vector<const JitKey*> keys;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      pending[i]->index = i;
+      defs.push_back(pending[i]->slot->bound.kernel);
+      keys.push_back(&pending[i]->jk);
+    }
+    pool.emplace(compiler_, std::move(defs), std::move(keys), static_cast<int>(threads));
+    state.pool = &*pool;
+  }
+  state.start_context();
   std::atomic<std::size_t> next{0};
-  auto work = [&] {
+  auto work = [&](int worker) {
+    t_worker = pool ? worker : -1;
     for (std::size_t i; (i = next.fetch_add(1)) < batches.size();) {
       try {
         if (claim) {
@@ -544,11 +588,12 @@ void JitRuntime::compile_batches(const std::vector<Pending*>& pending, int jobs,
       }
     }
   };
-  std::vector<std::thread> pool;
-  std::size_t threads = std::min<std::size_t>(static_cast<std::size_t>(jobs), batches.size());
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  std::vector<std::thread> pool_threads;
+  for (std::size_t t = 1; t < threads; ++t) pool_threads.emplace_back(work, static_cast<int>(t));
+  work(0);
+  for (std::thread& t : pool_threads) t.join();
+  t_worker = -1;
+  state.pool = nullptr;  // the pool's destructor ends and reaps the children
 }
 
 // Keys another process was compiling: wait for its lock, then read its entry; what it did not
@@ -601,16 +646,7 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
   const std::vector<BoundKey> unique = dedup_bound(keys);
   state.result.keys = unique.size();
   // The device's primary context (needed to load the modules) is created while NVRTC compiles.
-  std::thread context;
-  if (uses_device) {
-    context = std::thread([] {
-      try {
-        Device::instance().prepare();
-      } catch (...) {
-        // The first module load reports it (after_resolve).
-      }
-    });
-  }
+  state.want_context = uses_device;
 
   // Claim every key: an existing slot is an L1 hit (maybe still in flight), a new one is ours.
   std::vector<Slot*> claimed, owned;
@@ -668,7 +704,8 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
       // A key whose JitKey cannot be built already failed above.
     }
   }
-  if (context.joinable()) context.join();
+  state.start_context();  // when nothing was compiled
+  if (state.context.joinable()) state.context.join();
   for (Slot* s : state.resolved) {
     try {
       after_resolve(*s);

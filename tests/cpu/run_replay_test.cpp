@@ -209,7 +209,11 @@ TEST(ReplayCases, caseFolderIsWrittenWholeAndReplacesOnlyACaseFolder) {
 
 TEST(ReplayCompileOnly, traceThatDoesNotFitTheConfigIsAnInputError) {
   const ModelConfig c = load_config("tiny");
-  JitRuntime rt(RuntimeOptions{{}, std::filesystem::path(), MonitorMode::error, false});
+  RuntimeOptions o;
+  o.cache_dir = std::filesystem::path();
+  o.mode = MonitorMode::error;
+  o.load_modules = false;
+  JitRuntime rt(o);
   const Trace t = parse_trace("{\"step\": 0, \"kind\": \"decode\", \"num_tokens\": 65}\n", "t");
   EXPECT_THROW(replay_trace(equivalence::builtin_registry().all(), c, t, rt), InputError);
 }

@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <regex>
+
+#include <signal.h>
+#include <sys/wait.h>
 #include <set>
 #include <thread>
 
@@ -243,6 +246,39 @@ TEST(NvrtcCompiler, forkedCompilesFromManyThreadsAllSucceed) {
   EXPECT_EQ(ok.load(), 6);
   EXPECT_EQ(c.programs_compiled(), 6);
   EXPECT_EQ(c.forked_fallbacks(), 0);
+}
+
+TEST(NvrtcWorkerPool, workersCompileRequestsAndADeadWorkerFallsBackInProcess) {
+  NvrtcCompiler c;
+  const std::vector<JitKey> keys = scale_keys(c, 4);
+  std::vector<const KernelDef*> defs(keys.size(), &axpy_def());
+  std::vector<const JitKey*> ptrs;
+  for (const JitKey& k : keys) ptrs.push_back(&k);
+  const std::vector<CompiledKernel> here = c.compile_batch(axpy_def(), keys);
+  {
+    NvrtcWorkerPool pool(c, defs, ptrs, 2);
+    ASSERT_EQ(pool.size(), 2);
+    // Worker 0 serves two requests in a row; each answer is what compile_batch gives.
+    const auto a = pool.compile(0, {0, 1});
+    const auto b = pool.compile(0, {3});
+    ASSERT_EQ(a.size(), 2u);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(a[1].lowered_name, here[1].lowered_name);
+    EXPECT_EQ(b[0].key, keys[3]);
+    EXPECT_EQ(b[0].lowered_name, here[3].lowered_name);
+    EXPECT_EQ(c.forked_fallbacks(), 0);
+    // A worker killed between requests: the request is compiled here, correctly, and counted.
+    const int victim = pool.pid(1);
+    ASSERT_GT(victim, 0);
+    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+    const auto d = pool.compile(1, {2});
+    ASSERT_EQ(d.size(), 1u);
+    EXPECT_EQ(d[0].lowered_name, here[2].lowered_name);
+    EXPECT_EQ(c.forked_fallbacks(), 1);
+    EXPECT_EQ(pool.pid(1), -1);
+  }  // the pool reaps its children: none is left behind
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1) << "a worker was not reaped";
+  EXPECT_EQ(c.programs_compiled(), 1 + 2 + 1) << "in-process, two in worker 0, one after the fallback";
 }
 
 }  // namespace

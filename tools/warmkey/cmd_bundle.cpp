@@ -142,7 +142,9 @@ void register_bundle_command(CLI::App& app, int* exit_code) {
   auto ex = std::make_shared<BundleCliOptions>();
   CLI::App* exp =
       add_bundle_subcommand(bundle, "export", "Compile (or find) every key of a config and write them to FILE", ex);
-  exp->add_option("--jobs", ex->jobs, "Compile workers (default: all cores; threads or processes: see --workers of warmup)")->check(CLI::Range(1, 1024));
+  exp->add_option("--jobs", ex->jobs,
+                  "Compile workers (default: all cores; threads or processes: see --workers of warmup)")
+      ->check(CLI::Range(1, 1024));
   exp->add_flag("--no-progress", ex->no_progress, "Never draw the progress bar (default: only on a terminal)");
   exp->callback([ex, exit_code] { *exit_code = export_bundle(*ex); });
   auto im = std::make_shared<BundleCliOptions>();

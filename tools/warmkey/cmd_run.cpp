@@ -119,7 +119,9 @@ void register_run_command(CLI::App& app, int* exit_code) {
   sub->add_option("--bundle", o->bundle, "Import this bundle (warmkey bundle export) before warming up")
       ->check(CLI::ExistingFile);
   add_cache_dir_option(sub, &o->cache_dir);
-  sub->add_option("--jobs", o->jobs, "Compile workers (default: all cores; threads or processes: see --workers of warmup)")->check(CLI::Range(1, 1024));
+  sub->add_option("--jobs", o->jobs,
+                  "Compile workers (default: all cores; threads or processes: see --workers of warmup)")
+      ->check(CLI::Range(1, 1024));
   sub->add_flag("--no-progress", o->no_progress, "Never draw the progress bar (default: only on a terminal)");
   sub->add_flag("--compile-only", o->compile_only, "Do not launch on a GPU even when one is present");
   sub->add_option("--gpu-checks", o->gpu_checks, "Launches per kernel checked against the reference on a GPU")

@@ -72,7 +72,8 @@ void register_warmup_command(CLI::App& app, int* exit_code) {
   CLI::App* sub = app.add_subcommand("warmup", "Compile every warmup key of a configuration; non-zero exit on failure");
   sub->add_option("--config", o->config, "Embedded configuration name or JSON file")->capture_default_str();
   sub->add_option("--kernel", o->kernel, "Only this kernel");
-  sub->add_option("--jobs", o->jobs, "Compile workers (default: all cores; threads or processes: see --workers)")->check(CLI::Range(1, 1024));
+  sub->add_option("--jobs", o->jobs, "Compile workers (default: all cores; threads or processes: see --workers)")
+      ->check(CLI::Range(1, 1024));
   sub->add_option("--batch", o->batch, "Instantiations per NVRTC program (default: chosen from keys and jobs)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--workers", o->workers,
