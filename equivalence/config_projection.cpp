@@ -1,0 +1,203 @@
+// The warmup-key fields of each verified kernel and the projection of a config on them.
+#include "equivalence/config_projection.h"
+
+#include <array>
+#include <bit>
+#include <exception>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "warmup/error.h"
+#include "warmup/source_set.h"
+
+namespace warmkey::equivalence {
+namespace {
+
+using F = ConfigField;
+
+constexpr std::array<std::string_view, kConfigFieldCount> kNames = {
+#define WARMKEY_CONFIG_FIELD_NAME(f) #f,
+    WARMKEY_CONFIG_FIELDS(WARMKEY_CONFIG_FIELD_NAME)
+#undef WARMKEY_CONFIG_FIELD_NAME
+};
+
+// Byte encodings of the field types; a length before every variable-size value keeps the encoding
+// of a set of fields unambiguous.
+void put(std::string& out, std::int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put(std::string& out, double v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put(std::string& out, bool v) { out.push_back(v ? '\1' : '\0'); }
+void put(std::string& out, DType v) { put(out, static_cast<std::int64_t>(v)); }
+void put(std::string& out, const std::string& v) {
+  put(out, static_cast<std::int64_t>(v.size()));
+  out.append(v);
+}
+template <class T>
+void put(std::string& out, const std::vector<T>& v) {
+  put(out, static_cast<std::int64_t>(v.size()));
+  for (const T& x : v) put(out, x);
+}
+
+// What each kernel's used_by() and warmup_keys() read, helpers included (num_local_experts() and
+// num_physical_experts() read n_routed_experts, num_redundant_experts and ep_size; has_backend()
+// reads backends; FusedMoe::config_gemms reads the GEMM shapes, formats and dtypes;
+// routing_index_dtypes reads index_dtypes and backends). A field left out here is a bug the
+// projection property finds; a field listed that the kernel does not read only costs hits.
+const std::map<std::string, ConfigFields, std::less<>>& declared() {
+  static const std::map<std::string, ConfigFields, std::less<>> table = [] {
+    const ConfigFields gemms = fields_of({F::moe_intermediate_size, F::hidden_size, F::num_experts_per_tok,
+                                          F::act_dtype, F::expert_weight_formats, F::fp8_scale_dtype});
+    const ConfigFields experts = fields_of({F::n_routed_experts, F::num_redundant_experts, F::ep_size});
+    std::map<std::string, ConfigFields, std::less<>> t;
+    t["batched_moe"] = gemms | fields_of({F::backends, F::max_num_batched_tokens});
+    t["compute_identity"] = fields_of({F::n_identity_experts, F::index_dtypes, F::max_num_batched_tokens, F::act_dtype,
+                                       F::num_experts_per_tok, F::hidden_size});
+    t["count_expert_tokens"] =
+        experts | fields_of({F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes});
+    t["deepep_globalize"] = fields_of({F::ep_size, F::num_experts_per_tok, F::max_num_batched_tokens});
+    t["dsv4_topk"] = fields_of({F::scoring_func, F::index_dtypes, F::backends, F::vision, F::num_hash_layers,
+                                F::image_sentinel_lo, F::n_routed_experts, F::num_experts_per_tok, F::norm_topk_prob});
+    t["ep_gather"] =
+        fields_of({F::ep_size, F::max_num_batched_tokens, F::act_dtype, F::num_experts_per_tok, F::hidden_size});
+    t["ep_scatter"] = experts | fields_of({F::max_num_batched_tokens, F::hidden_size, F::num_experts_per_tok});
+    t["eplb_map"] = experts | fields_of({F::eplb, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes,
+                                         F::backends, F::eplb_max_slots});
+    t["fused_moe"] = gemms | experts |
+                     fields_of({F::backends, F::fused_moe_tuned_config, F::max_num_batched_tokens, F::index_dtypes,
+                                F::moe_expert_bias});
+    t["lora_moe"] = fields_of({F::lora, F::backends, F::act_dtype, F::num_experts_per_tok, F::max_num_batched_tokens,
+                               F::moe_intermediate_size, F::hidden_size});
+    t["megamoe_prepare"] =
+        fields_of({F::backends, F::max_num_batched_tokens, F::act_dtype, F::hidden_size, F::num_experts_per_tok});
+    t["moe_align"] =
+        experts | fields_of({F::backends, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes});
+    t["moe_mul_sum"] = fields_of({F::backends, F::max_num_batched_tokens, F::act_dtype, F::ep_size, F::index_dtypes,
+                                  F::num_experts_per_tok, F::hidden_size});
+    t["nvfp4_moe"] =
+        experts | fields_of({F::backends, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes,
+                             F::moe_expert_bias, F::act_dtype, F::moe_intermediate_size, F::hidden_size});
+    t["swiglu_limit"] = fields_of({F::backends, F::index_dtypes, F::ep_size, F::act_dtype, F::swiglu_limit,
+                                   F::num_experts_per_tok, F::max_num_batched_tokens, F::moe_intermediate_size});
+    return t;
+  }();
+  return table;
+}
+
+std::string outcome_text(const WarmupKeysOutcome& o) {
+  if (!o.used) return "not used";
+  if (o.error) return str_cat("warmup_keys threw: ", *o.error);
+  return str_cat(o.keys.size(), " keys");
+}
+
+// The first difference of two outcomes, in words.
+std::string outcome_diff(const WarmupKeysOutcome& a, const WarmupKeysOutcome& b) {
+  if (a.used != b.used || a.error != b.error || a.keys.size() != b.keys.size())
+    return str_cat(outcome_text(a), " -> ", outcome_text(b));
+  for (std::size_t i = 0; i < a.keys.size(); ++i) {
+    if (a.keys[i] != b.keys[i])
+      return str_cat("key ", i + 1, "/", a.keys.size(), ": ", a.keys[i].to_string(), " -> ", b.keys[i].to_string());
+  }
+  return "equal";
+}
+
+}  // namespace
+
+std::string_view field_name(ConfigField f) { return kNames[static_cast<std::size_t>(f)]; }
+
+std::vector<ConfigField> all_config_fields() {
+  std::vector<ConfigField> out;
+  for (std::size_t i = 0; i < kConfigFieldCount; ++i) out.push_back(static_cast<ConfigField>(i));
+  return out;
+}
+
+std::string field_list(ConfigFields set) {
+  std::string out;
+  for (ConfigField f : all_config_fields()) {
+    if (!has_field(set, f)) continue;
+    if (!out.empty()) out += ", ";
+    out += field_name(f);
+  }
+  return out;
+}
+
+void copy_field(ModelConfig& to, const ModelConfig& from, ConfigField f) {
+  switch (f) {
+#define WARMKEY_CONFIG_FIELD_COPY(x) \
+  case ConfigField::x: to.x = from.x; return;
+    WARMKEY_CONFIG_FIELDS(WARMKEY_CONFIG_FIELD_COPY)
+#undef WARMKEY_CONFIG_FIELD_COPY
+  }
+}
+
+bool field_equal(const ModelConfig& a, const ModelConfig& b, ConfigField f) {
+  switch (f) {
+#define WARMKEY_CONFIG_FIELD_EQUAL(x) \
+  case ConfigField::x: return a.x == b.x;
+    WARMKEY_CONFIG_FIELDS(WARMKEY_CONFIG_FIELD_EQUAL)
+#undef WARMKEY_CONFIG_FIELD_EQUAL
+  }
+  return false;
+}
+
+std::optional<ConfigFields> warmup_key_fields(std::string_view kernel) {
+  auto it = declared().find(kernel);
+  if (it == declared().end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> project(const ModelConfig& c, ConfigFields fields) {
+  if (has_field(fields, F::fused_moe_tuned_config) && !c.fused_moe_tuned_config.empty()) {
+    const std::string& t = c.fused_moe_tuned_config;
+    if (!embedded_configs().contains(t.ends_with(".json") ? t : t + ".json")) return std::nullopt;
+  }
+  std::string out;
+  out.reserve(256);
+#define WARMKEY_CONFIG_FIELD_PUT(x) \
+  if (has_field(fields, ConfigField::x)) put(out, c.x);
+  WARMKEY_CONFIG_FIELDS(WARMKEY_CONFIG_FIELD_PUT)
+#undef WARMKEY_CONFIG_FIELD_PUT
+  return out;
+}
+
+WarmupKeysOutcome warmup_keys_outcome(const Kernel& kernel, const ModelConfig& c) {
+  WarmupKeysOutcome o;
+  o.used = kernel.used_by(c);
+  if (!o.used) return o;
+  try {
+    o.keys = kernel.warmup_keys(c);
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  return o;
+}
+
+std::optional<std::string> projection_counterexample(const Kernel& kernel, ConfigFields fields, const ModelConfig& base,
+                                                     const ModelConfig& other, std::size_t* checked) {
+  const WarmupKeysOutcome expected = warmup_keys_outcome(kernel, base);
+  auto compare = [&](const ModelConfig& changed, const std::string& what) -> std::optional<std::string> {
+    try {
+      changed.validate();
+    } catch (const std::exception&) {
+      return std::nullopt;  // not a config serving can have
+    }
+    if (checked) ++*checked;
+    const WarmupKeysOutcome got = warmup_keys_outcome(kernel, changed);
+    if (got == expected) return std::nullopt;
+    return str_cat("kernel '", kernel.name(), "': configs equal on its declared fields (", field_list(fields),
+                   ") differ in ", what, " and give different warmup keys: ", outcome_diff(expected, got),
+                   "\n  config A: ", base.to_json().dump(), "\n  config B: ", changed.to_json().dump());
+  };
+  ModelConfig all = base;
+  ConfigFields differing = 0;
+  for (ConfigField f : all_config_fields()) {
+    if (has_field(fields, f) || field_equal(base, other, f)) continue;
+    differing |= field_bit(f);
+    copy_field(all, other, f);
+    ModelConfig one = base;
+    copy_field(one, other, f);
+    if (auto cx = compare(one, str_cat("field ", field_name(f)))) return cx;
+  }
+  if (std::popcount(differing) > 1) return compare(all, str_cat("fields ", field_list(differing)));
+  return std::nullopt;
+}
+
+}  // namespace warmkey::equivalence
