@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "warmup/binder.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
@@ -36,47 +37,60 @@ void put(std::string& out, const std::vector<T>& v) {
   put(out, static_cast<std::int64_t>(v.size()));
   for (const T& x : v) put(out, x);
 }
+// A by_class field: its class representative (a field of another type reads as its value).
+void put_class(std::string& out, std::int64_t v) { put(out, rep(v)); }
+template <class T>
+void put_class(std::string& out, const T& v) {
+  put(out, v);
+}
+bool same_class(std::int64_t a, std::int64_t b) { return rep(a) == rep(b); }
+template <class T>
+bool same_class(const T& a, const T& b) {
+  return a == b;
+}
 
 // What each kernel's used_by() and warmup_keys() read, helpers included (num_local_experts() and
 // num_physical_experts() read n_routed_experts, num_redundant_experts and ep_size; has_backend()
 // reads backends; FusedMoe::config_gemms reads the GEMM shapes, formats and dtypes;
 // routing_index_dtypes reads index_dtypes and backends). A field left out here is a bug the
 // projection property finds; a field listed that the kernel does not read only costs hits.
-const std::map<std::string, ConfigFields, std::less<>>& declared() {
-  static const std::map<std::string, ConfigFields, std::less<>> table = [] {
+const std::map<std::string, KeyFields, std::less<>>& declared() {
+  static const std::map<std::string, KeyFields, std::less<>> table = [] {
     const ConfigFields gemms = fields_of({F::moe_intermediate_size, F::hidden_size, F::num_experts_per_tok,
                                           F::act_dtype, F::expert_weight_formats, F::fp8_scale_dtype});
     const ConfigFields experts = fields_of({F::n_routed_experts, F::num_redundant_experts, F::ep_size});
-    std::map<std::string, ConfigFields, std::less<>> t;
-    t["batched_moe"] = gemms | fields_of({F::backends, F::max_num_batched_tokens});
-    t["compute_identity"] = fields_of({F::n_identity_experts, F::index_dtypes, F::max_num_batched_tokens, F::act_dtype,
-                                       F::num_experts_per_tok, F::hidden_size});
-    t["count_expert_tokens"] =
-        experts | fields_of({F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes});
-    t["deepep_globalize"] = fields_of({F::ep_size, F::num_experts_per_tok, F::max_num_batched_tokens});
-    t["dsv4_topk"] = fields_of({F::scoring_func, F::index_dtypes, F::backends, F::vision, F::num_hash_layers,
-                                F::image_sentinel_lo, F::n_routed_experts, F::num_experts_per_tok, F::norm_topk_prob});
-    t["ep_gather"] =
-        fields_of({F::ep_size, F::max_num_batched_tokens, F::act_dtype, F::num_experts_per_tok, F::hidden_size});
-    t["ep_scatter"] = experts | fields_of({F::max_num_batched_tokens, F::hidden_size, F::num_experts_per_tok});
-    t["eplb_map"] = experts | fields_of({F::eplb, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes,
-                                         F::backends, F::eplb_max_slots});
-    t["fused_moe"] = gemms | experts |
-                     fields_of({F::backends, F::fused_moe_tuned_config, F::max_num_batched_tokens, F::index_dtypes,
-                                F::moe_expert_bias});
-    t["lora_moe"] = fields_of({F::lora, F::backends, F::act_dtype, F::num_experts_per_tok, F::max_num_batched_tokens,
-                               F::moe_intermediate_size, F::hidden_size});
-    t["megamoe_prepare"] =
-        fields_of({F::backends, F::max_num_batched_tokens, F::act_dtype, F::hidden_size, F::num_experts_per_tok});
-    t["moe_align"] =
-        experts | fields_of({F::backends, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes});
-    t["moe_mul_sum"] = fields_of({F::backends, F::max_num_batched_tokens, F::act_dtype, F::ep_size, F::index_dtypes,
-                                  F::num_experts_per_tok, F::hidden_size});
-    t["nvfp4_moe"] =
-        experts | fields_of({F::backends, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes,
-                             F::moe_expert_bias, F::act_dtype, F::moe_intermediate_size, F::hidden_size});
-    t["swiglu_limit"] = fields_of({F::backends, F::index_dtypes, F::ep_size, F::act_dtype, F::swiglu_limit,
-                                   F::num_experts_per_tok, F::max_num_batched_tokens, F::moe_intermediate_size});
+    std::map<std::string, KeyFields, std::less<>> t;
+    t["batched_moe"] = {gemms | fields_of({F::backends, F::max_num_batched_tokens})};
+    t["compute_identity"] = {fields_of({F::n_identity_experts, F::index_dtypes, F::max_num_batched_tokens, F::act_dtype,
+                                        F::num_experts_per_tok, F::hidden_size})};
+    t["count_expert_tokens"] = {experts |
+                                fields_of({F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes})};
+    t["deepep_globalize"] = {fields_of({F::ep_size, F::num_experts_per_tok, F::max_num_batched_tokens})};
+    // dsv4_topk reads the sentinel only as rep(image_sentinel_lo) (the keys' sentinel_lo).
+    t["dsv4_topk"] = {fields_of({F::scoring_func, F::index_dtypes, F::backends, F::vision, F::num_hash_layers,
+                                 F::n_routed_experts, F::num_experts_per_tok, F::norm_topk_prob}),
+                      fields_of({F::image_sentinel_lo})};
+    t["ep_gather"] = {
+        fields_of({F::ep_size, F::max_num_batched_tokens, F::act_dtype, F::num_experts_per_tok, F::hidden_size})};
+    t["ep_scatter"] = {experts | fields_of({F::max_num_batched_tokens, F::hidden_size, F::num_experts_per_tok})};
+    t["eplb_map"] = {experts | fields_of({F::eplb, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes,
+                                          F::backends, F::eplb_max_slots})};
+    t["fused_moe"] = {gemms | experts |
+                      fields_of({F::backends, F::fused_moe_tuned_config, F::max_num_batched_tokens, F::index_dtypes,
+                                 F::moe_expert_bias})};
+    t["lora_moe"] = {fields_of({F::lora, F::backends, F::act_dtype, F::num_experts_per_tok, F::max_num_batched_tokens,
+                                F::moe_intermediate_size, F::hidden_size})};
+    t["megamoe_prepare"] = {
+        fields_of({F::backends, F::max_num_batched_tokens, F::act_dtype, F::hidden_size, F::num_experts_per_tok})};
+    t["moe_align"] = {experts |
+                      fields_of({F::backends, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes})};
+    t["moe_mul_sum"] = {fields_of({F::backends, F::max_num_batched_tokens, F::act_dtype, F::ep_size, F::index_dtypes,
+                                   F::num_experts_per_tok, F::hidden_size})};
+    t["nvfp4_moe"] = {experts |
+                      fields_of({F::backends, F::num_experts_per_tok, F::max_num_batched_tokens, F::index_dtypes,
+                                 F::moe_expert_bias, F::act_dtype, F::moe_intermediate_size, F::hidden_size})};
+    t["swiglu_limit"] = {fields_of({F::backends, F::index_dtypes, F::ep_size, F::act_dtype, F::swiglu_limit,
+                                    F::num_experts_per_tok, F::max_num_batched_tokens, F::moe_intermediate_size})};
     return t;
   }();
   return table;
@@ -138,21 +152,36 @@ bool field_equal(const ModelConfig& a, const ModelConfig& b, ConfigField f) {
   return false;
 }
 
-std::optional<ConfigFields> warmup_key_fields(std::string_view kernel) {
+std::optional<KeyFields> warmup_key_fields(std::string_view kernel) {
   auto it = declared().find(kernel);
   if (it == declared().end()) return std::nullopt;
   return it->second;
 }
 
-std::optional<std::string> project(const ModelConfig& c, ConfigFields fields) {
-  if (has_field(fields, F::fused_moe_tuned_config) && !c.fused_moe_tuned_config.empty()) {
+bool agree_on(const ModelConfig& a, const ModelConfig& b, ConfigField f, const KeyFields& fields) {
+  if (has_field(fields.exact, f)) return field_equal(a, b, f);
+  if (!has_field(fields.by_class, f)) return true;
+  switch (f) {
+#define WARMKEY_CONFIG_FIELD_CLASS(x) \
+  case ConfigField::x: return same_class(a.x, b.x);
+    WARMKEY_CONFIG_FIELDS(WARMKEY_CONFIG_FIELD_CLASS)
+#undef WARMKEY_CONFIG_FIELD_CLASS
+  }
+  return false;
+}
+
+std::optional<std::string> project(const ModelConfig& c, const KeyFields& fields) {
+  if (has_field(fields.exact | fields.by_class, F::fused_moe_tuned_config) && !c.fused_moe_tuned_config.empty()) {
     const std::string& t = c.fused_moe_tuned_config;
     if (!embedded_configs().contains(t.ends_with(".json") ? t : t + ".json")) return std::nullopt;
   }
   std::string out;
   out.reserve(256);
-#define WARMKEY_CONFIG_FIELD_PUT(x) \
-  if (has_field(fields, ConfigField::x)) put(out, c.x);
+#define WARMKEY_CONFIG_FIELD_PUT(x)                    \
+  if (has_field(fields.exact, ConfigField::x))         \
+    put(out, c.x);                                     \
+  else if (has_field(fields.by_class, ConfigField::x)) \
+    put_class(out, c.x);
   WARMKEY_CONFIG_FIELDS(WARMKEY_CONFIG_FIELD_PUT)
 #undef WARMKEY_CONFIG_FIELD_PUT
   return out;
@@ -170,8 +199,9 @@ WarmupKeysOutcome warmup_keys_outcome(const Kernel& kernel, const ModelConfig& c
   return o;
 }
 
-std::optional<std::string> projection_counterexample(const Kernel& kernel, ConfigFields fields, const ModelConfig& base,
-                                                     const ModelConfig& other, std::size_t* checked) {
+std::optional<std::string> projection_counterexample(const Kernel& kernel, const KeyFields& fields,
+                                                     const ModelConfig& base, const ModelConfig& other,
+                                                     std::size_t* checked) {
   const WarmupKeysOutcome expected = warmup_keys_outcome(kernel, base);
   auto compare = [&](const ModelConfig& changed, const std::string& what) -> std::optional<std::string> {
     try {
@@ -182,14 +212,15 @@ std::optional<std::string> projection_counterexample(const Kernel& kernel, Confi
     if (checked) ++*checked;
     const WarmupKeysOutcome got = warmup_keys_outcome(kernel, changed);
     if (got == expected) return std::nullopt;
-    return str_cat("kernel '", kernel.name(), "': configs equal on its declared fields (", field_list(fields),
+    return str_cat("kernel '", kernel.name(), "': configs equal on its declared fields (", field_list(fields.exact),
+                   fields.by_class ? str_cat("; by value class: ", field_list(fields.by_class)) : std::string(),
                    ") differ in ", what, " and give different warmup keys: ", outcome_diff(expected, got),
                    "\n  config A: ", base.to_json().dump(), "\n  config B: ", changed.to_json().dump());
   };
   ModelConfig all = base;
   ConfigFields differing = 0;
   for (ConfigField f : all_config_fields()) {
-    if (has_field(fields, f) || field_equal(base, other, f)) continue;
+    if (field_equal(base, other, f) || !agree_on(base, other, f, fields)) continue;
     differing |= field_bit(f);
     copy_field(all, other, f);
     ModelConfig one = base;

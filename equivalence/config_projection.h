@@ -77,14 +77,26 @@ std::string field_list(ConfigFields set);
 void copy_field(ModelConfig& to, const ModelConfig& from, ConfigField f);
 bool field_equal(const ModelConfig& a, const ModelConfig& b, ConfigField f);
 
-// The fields the kernel's used_by() and warmup_keys() read; nullopt for a kernel that declares none
-// (its warmup keys are then computed per config).
-std::optional<ConfigFields> warmup_key_fields(std::string_view kernel);
+// The fields a kernel's used_by() and warmup_keys() read: `exact` by their values, `by_class`
+// (integer fields) only through their value class (rep(): 1, divisible by 16, other; i64 alike),
+// so configs whose values there differ but share a class have the same keys.
+struct KeyFields {
+  ConfigFields exact = 0;
+  ConfigFields by_class = 0;
+  bool operator==(const KeyFields&) const = default;
+};
+
+// The kernel's declaration; nullopt for a kernel that declares none (its warmup keys are then
+// computed per config).
+std::optional<KeyFields> warmup_key_fields(std::string_view kernel);
+
+// Whether a and b agree on f as `fields` reads it (equal values, or equal classes for by_class).
+bool agree_on(const ModelConfig& a, const ModelConfig& b, ConfigField f, const KeyFields& fields);
 
 // The projection of c on `fields` as bytes (equal bytes <=> the configs agree on every field of
-// the set). nullopt when the fields do not decide the keys by their values alone: a
+// the declaration). nullopt when the fields do not decide the keys by their values alone: a
 // fused_moe_tuned_config that is a file path (the file may change between calls).
-std::optional<std::string> project(const ModelConfig& c, ConfigFields fields);
+std::optional<std::string> project(const ModelConfig& c, const KeyFields& fields);
 
 // What the projection property compares: used_by(c) and, when used, warmup_keys(c) in order or
 // the message it threw.
@@ -97,11 +109,13 @@ struct WarmupKeysOutcome {
 WarmupKeysOutcome warmup_keys_outcome(const Kernel& kernel, const ModelConfig& c);
 
 // The projection property for one pair of configs: `base` and `other` (both valid) are combined
-// into configs that keep base's values of `fields` and take other's values of the rest (all of
-// them at once, and each differing field alone); each such config that is valid must have base's
-// used_by() and warmup_keys(). Returns a description of the first counterexample (the field(s)
+// into configs that keep base's values of the declared fields and take other's values of the rest
+// and of the by_class fields where other's value has base's class (all of them at once, and each
+// differing field alone); each such config that is valid must have base's used_by() and
+// warmup_keys(). Returns a description of the first counterexample (the field(s)
 // changed, both outcomes), or nullopt. `checked` (if given) counts the combined configs compared.
-std::optional<std::string> projection_counterexample(const Kernel& kernel, ConfigFields fields, const ModelConfig& base,
-                                                     const ModelConfig& other, std::size_t* checked = nullptr);
+std::optional<std::string> projection_counterexample(const Kernel& kernel, const KeyFields& fields,
+                                                     const ModelConfig& base, const ModelConfig& other,
+                                                     std::size_t* checked = nullptr);
 
 }  // namespace warmkey::equivalence

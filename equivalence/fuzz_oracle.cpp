@@ -85,14 +85,17 @@ struct FuzzState {
   std::unique_ptr<Kernel> planted;  // WARMKEY_FUZZ_MUTANT's mutant, when it names one of this kernel
   // The kernel's warmup-key fields; nullopt (a set per config) without a declaration or with a
   // planted mutant (which may read other fields than the contract it mutates).
-  std::optional<ConfigFields> fields;
+  std::optional<KeyFields> fields;
   WarmupMemo memo;
   std::unordered_map<std::string, Entry, TransparentHash, std::equal_to<>> by_trace;
   std::unordered_map<std::string, const Entry*, TransparentHash, std::equal_to<>> by_prefix;
   std::unordered_map<std::string, std::shared_ptr<const WarmSet>, TransparentHash, std::equal_to<>> by_projection;
-  std::vector<std::size_t> lengths;  // the distinct prefix lengths of by_prefix (or once in it), ascending
-  std::deque<std::string> order;     // by_trace's ids, oldest first
-  std::size_t keys = 0;              // warmup keys of the sets, plus one per set, per config and per prefix
+  // The distinct prefix lengths of by_prefix (or once in it), the most often hit first: an input's
+  // first bytes match at most one stored prefix (decoding reads its bytes in order and stops where
+  // that prefix's decoding stopped), so the order only decides how soon the lookup finds it.
+  mutable std::vector<std::size_t> lengths;
+  std::deque<std::string> order;  // by_trace's ids, oldest first
+  std::size_t keys = 0;           // warmup keys of the sets, plus one per set, per config and per prefix
   // Counters (WARMKEY_FUZZ_STATS=1 prints them at exit).
   std::size_t hits = 0, trace_hits = 0, misses = 0, projection_hits = 0, evicted = 0;
 
@@ -108,7 +111,12 @@ struct FuzzState {
         padded.append(n - size, '\0');
         id = padded;
       }
-      if (auto it = by_prefix.find(id); it != by_prefix.end()) return {it->second, n};
+      if (auto it = by_prefix.find(id); it != by_prefix.end()) {
+        // One step toward the front per hit: the often-hit lengths end up first.
+        auto pos = std::find(lengths.begin(), lengths.end(), n);
+        if (pos != lengths.begin()) std::iter_swap(pos, pos - 1);
+        return {it->second, n};
+      }
     }
     return {nullptr, 0};
   }
@@ -143,10 +151,7 @@ struct FuzzState {
     }
     std::string id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
     id.append(config_bytes - id.size(), '\0');
-    if (std::find(lengths.begin(), lengths.end(), config_bytes) == lengths.end()) {
-      lengths.push_back(config_bytes);
-      std::sort(lengths.begin(), lengths.end());
-    }
+    if (std::find(lengths.begin(), lengths.end(), config_bytes) == lengths.end()) lengths.push_back(config_bytes);
     ++keys;
     by_prefix.emplace(id, &it->second);
     it->second.prefixes.push_back(std::move(id));

@@ -159,6 +159,39 @@ void KeySpace::walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& 
   }
 }
 
+namespace {
+
+// Whether two rows give the same values to the step's nf fields (rows shorter than nf never do):
+// rows sorted by a hash of those values, equal hashes compared. Comparing every pair of rows was
+// quadratic: a few hundred rows cost more than enumerating the keys (fused_moe's zip, per config).
+bool repeats_a_row(const std::vector<std::vector<KeyValue>>& rows, std::size_t nf) {
+  if (rows.size() < 2) return false;
+  std::vector<std::pair<std::size_t, std::size_t>> hashed;  // (hash of the first nf values, row)
+  hashed.reserve(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].size() < nf) continue;
+    std::size_t h = nf;
+    for (std::size_t i = 0; i < nf; ++i) h = h * 0x9E3779B97F4A7C15ull + std::hash<KeyValue>{}(rows[r][i]);
+    hashed.emplace_back(h, r);
+  }
+  std::sort(hashed.begin(), hashed.end());
+  for (std::size_t a = 0; a < hashed.size();) {
+    std::size_t b = a + 1;
+    while (b < hashed.size() && hashed[b].first == hashed[a].first) ++b;
+    for (std::size_t j = a + 1; j < b; ++j) {
+      for (std::size_t i = a; i < j; ++i) {
+        const auto& x = rows[hashed[i].second];
+        const auto& y = rows[hashed[j].second];
+        if (std::equal(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(nf), y.begin())) return true;
+      }
+    }
+    a = b;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<CompileKey> KeySpace::enumerate() const {
   bool may_repeat = false;
   std::size_t fields = 0;
@@ -166,15 +199,8 @@ std::vector<CompileKey> KeySpace::enumerate() const {
     fields += s.fields.size();
     if (s.kind == Step::kMap) may_repeat = true;
     if (s.kind != Step::kChoices && s.kind != Step::kZip) continue;
-    const std::size_t nf = s.fields.size();
-    for (std::size_t r = 1; r < s.rows.size() && !may_repeat; ++r) {
-      for (std::size_t q = 0; q < r && !may_repeat; ++q) {
-        // Rows agree on the fields they give (a longer row's extra values are never read).
-        may_repeat =
-            s.rows[q].size() >= nf && s.rows[r].size() >= nf &&
-            std::equal(s.rows[q].begin(), s.rows[q].begin() + static_cast<std::ptrdiff_t>(nf), s.rows[r].begin());
-      }
-    }
+    // Rows agree on the fields they give (a longer row's extra values are never read).
+    if (!may_repeat) may_repeat = repeats_a_row(s.rows, s.fields.size());
   }
   std::vector<CompileKey> out;
   CompileKey key(kernel_, {});

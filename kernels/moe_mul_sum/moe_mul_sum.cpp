@@ -106,7 +106,7 @@ std::vector<CompileKey> MoeMulSum::warmup_keys(const ModelConfig& config) const 
                                        .zip({"num_tokens", "block_m", "block_k"}, batch_rows)
                                        .map(without_unused_ids_dtype)
                                        .enumerate();
-    keys.insert(keys.end(), part.begin(), part.end());
+    keys.insert(keys.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
   return dedup(std::move(keys));
 }

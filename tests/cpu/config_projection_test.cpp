@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "equivalence/config_projection.h"
 #include "equivalence/kernel_table.h"
@@ -57,9 +58,9 @@ RC_GTEST_PROP(FuzzProjection, projectionsAreEqualExactlyWhenTheDeclaredFieldsAre
   const ModelConfig a = *spaces::arbitrary_config().as("config A");
   const ModelConfig b = *spaces::arbitrary_config().as("config B");
   for (const KernelDescriptor* row : rows_with_space()) {
-    const ConfigFields fields = *warmup_key_fields(row->name);
+    const KeyFields fields = *warmup_key_fields(row->name);
     bool equal = true;
-    for (ConfigField f : all_config_fields()) equal = equal && (!has_field(fields, f) || field_equal(a, b, f));
+    for (ConfigField f : all_config_fields()) equal = equal && agree_on(a, b, f, fields);
     const auto pa = project(a, fields), pb = project(b, fields);
     RC_ASSERT(pa.has_value());  // draw_config names only embedded tuned files
     RC_ASSERT(pb.has_value());
@@ -69,7 +70,7 @@ RC_GTEST_PROP(FuzzProjection, projectionsAreEqualExactlyWhenTheDeclaredFieldsAre
 
 TEST(FuzzProjection, aTunedFileGivenByPathIsNeverShared) {
   ModelConfig c = load_config("dsv4-flash");
-  const ConfigFields fields = *warmup_key_fields("fused_moe");
+  const KeyFields fields = *warmup_key_fields("fused_moe");
   c.fused_moe_tuned_config = "tuned/fused_moe_H200";
   EXPECT_TRUE(project(c, fields).has_value());
   c.fused_moe_tuned_config = "/tmp/some/fused_moe_tuning.json";  // a file may change between calls
@@ -122,9 +123,26 @@ TEST(FuzzProjection, seededConfigPairsHaveEqualWarmupKeysOnEqualProjections) {
   RecordProperty("compared", static_cast<int>(checked));
 }
 
-// Planted bugs: each kernel's declaration with one field it reads left out. The same check the
-// property runs finds a counterexample within a few hundred seeded pairs, while the real
-// declaration passes on the same pairs.
+TEST(FuzzProjection, aFieldReadByClassSharesOnlyWithinItsClass) {
+  const KeyFields fields = *warmup_key_fields("dsv4_topk");
+  ASSERT_TRUE(has_field(fields.by_class, F::image_sentinel_lo));
+  ModelConfig a = load_config("dsv4-flash"), b = a, c = a;
+  a.image_sentinel_lo = 4097;  // "i32" class, as 4099
+  b.image_sentinel_lo = 4099;
+  c.image_sentinel_lo = 4096;  // divisible by 16
+  EXPECT_EQ(project(a, fields), project(b, fields));
+  EXPECT_NE(project(a, fields), project(c, fields));
+  EXPECT_TRUE(agree_on(a, b, F::image_sentinel_lo, fields));
+  EXPECT_FALSE(agree_on(a, c, F::image_sentinel_lo, fields));
+  const Kernel& topk = find_kernel("dsv4_topk")->contract();
+  EXPECT_EQ(warmup_keys_outcome(topk, a), warmup_keys_outcome(topk, b));
+  EXPECT_NE(warmup_keys_outcome(topk, a), warmup_keys_outcome(topk, c));
+}
+
+// Planted bugs: each kernel's declaration with one field it reads left out (or, the last ones, read
+// by value class where the kernel reads the value). The same check the property runs finds a
+// counterexample within a few hundred seeded pairs, while the real declaration passes on the same
+// pairs.
 TEST(FuzzProjection, aDeclarationMissingAFieldTheKernelReadsIsCaught) {
   const std::vector<std::pair<std::string, ConfigField>> planted = {
       {"batched_moe", F::max_num_batched_tokens},
@@ -145,12 +163,23 @@ TEST(FuzzProjection, aDeclarationMissingAFieldTheKernelReadsIsCaught) {
       {"nvfp4_moe", F::max_num_batched_tokens},
       {"swiglu_limit", F::act_dtype},
   };
-  for (const auto& [kernel, field] : planted) {
+  const std::vector<std::pair<std::string, ConfigField>> by_class = {
+      {"fused_moe", F::max_num_batched_tokens},
+      {"count_expert_tokens", F::max_num_batched_tokens},
+  };
+  std::vector<std::tuple<std::string, ConfigField, bool>> cases;
+  for (const auto& [k, f] : planted) cases.emplace_back(k, f, false);
+  for (const auto& [k, f] : by_class) cases.emplace_back(k, f, true);
+  for (const auto& [kernel, field, to_class] : cases) {
     const KernelDescriptor* row = find_kernel(kernel);
     ASSERT_NE(row, nullptr) << kernel;
-    const ConfigFields declared = *warmup_key_fields(kernel);
-    ASSERT_TRUE(has_field(declared, field)) << kernel << " does not declare " << field_name(field);
-    const ConfigFields missing = declared & ~field_bit(field);
+    const KeyFields declared = *warmup_key_fields(kernel);
+    ASSERT_TRUE(has_field(declared.exact | declared.by_class, field))
+        << kernel << " does not declare " << field_name(field);
+    KeyFields missing = declared;
+    missing.exact &= ~field_bit(field);
+    missing.by_class &= ~field_bit(field);
+    if (to_class) missing.by_class |= field_bit(field);
     std::mt19937_64 rng(1);
     std::optional<std::string> found;
     int pairs = 0;
@@ -159,7 +188,7 @@ TEST(FuzzProjection, aDeclarationMissingAFieldTheKernelReadsIsCaught) {
       EXPECT_EQ(projection_counterexample(row->contract(), declared, a, b), std::nullopt) << kernel;
       found = projection_counterexample(row->contract(), missing, a, b);
     }
-    RecordProperty(str_cat(kernel, " without ", field_name(field), ": pairs"), pairs);
+    RecordProperty(str_cat(kernel, to_class ? " by class of " : " without ", field_name(field), ": pairs"), pairs);
     ASSERT_TRUE(found.has_value()) << kernel << " without " << field_name(field) << ": not caught in " << pairs
                                    << " pairs";
     const std::string first_line = found->substr(0, found->find('\n'));  // "... differ in field(s) ..."
