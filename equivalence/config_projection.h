@@ -77,12 +77,23 @@ std::string field_list(ConfigFields set);
 void copy_field(ModelConfig& to, const ModelConfig& from, ConfigField f);
 bool field_equal(const ModelConfig& a, const ModelConfig& b, ConfigField f);
 
+// How a kernel's keys depend on max_num_batched_tokens, written as bytes: what its warmup_keys()
+// computes from it (the value-class points of its token ranges, its tile buckets), as a function of
+// the config (the other fields it reads are in `exact`).
+using TokenSignature = void (*)(const ModelConfig& c, std::string& out);
+
 // The fields a kernel's used_by() and warmup_keys() read: `exact` by their values, `by_class`
 // (integer fields) only through their value class (rep(): 1, divisible by 16, other; i64 alike),
-// so configs whose values there differ but share a class have the same keys.
+// so configs whose values there differ but share a class have the same keys,
+// max_num_batched_tokens through `tokens` when it is set (it is then in neither set), and
+// `backends` only as has_backend() of the backends in the mask (kBackendNames; backends is then in
+// neither set).
+inline constexpr std::string_view kBackendNames[] = {"triton", "batched", "nvfp4", "megamoe"};
 struct KeyFields {
   ConfigFields exact = 0;
   ConfigFields by_class = 0;
+  TokenSignature tokens = nullptr;
+  std::uint8_t backends = 0;  // bit i: has_backend(kBackendNames[i]) is read
   bool operator==(const KeyFields&) const = default;
 };
 
@@ -90,7 +101,8 @@ struct KeyFields {
 // computed per config).
 std::optional<KeyFields> warmup_key_fields(std::string_view kernel);
 
-// Whether a and b agree on f as `fields` reads it (equal values, or equal classes for by_class).
+// Whether a and b agree on f as `fields` reads it (equal values, or equal classes for by_class;
+// true for a field read through `tokens` or `backends`, which only the whole projection decides).
 bool agree_on(const ModelConfig& a, const ModelConfig& b, ConfigField f, const KeyFields& fields);
 
 // The projection of c on `fields` as bytes (equal bytes <=> the configs agree on every field of
@@ -109,10 +121,9 @@ struct WarmupKeysOutcome {
 WarmupKeysOutcome warmup_keys_outcome(const Kernel& kernel, const ModelConfig& c);
 
 // The projection property for one pair of configs: `base` and `other` (both valid) are combined
-// into configs that keep base's values of the declared fields and take other's values of the rest
-// and of the by_class fields where other's value has base's class (all of them at once, and each
-// differing field alone); each such config that is valid must have base's used_by() and
-// warmup_keys(). Returns a description of the first counterexample (the field(s)
+// into configs that take other's value of one field where base's differs (each field alone, then
+// all of those at once); each combined config that is valid and has base's projection must have
+// base's used_by() and warmup_keys(). Returns a description of the first counterexample (the field(s)
 // changed, both outcomes), or nullopt. `checked` (if given) counts the combined configs compared.
 std::optional<std::string> projection_counterexample(const Kernel& kernel, const KeyFields& fields,
                                                      const ModelConfig& base, const ModelConfig& other,

@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -21,6 +22,19 @@ namespace warmkey::equivalence {
 namespace {
 
 using F = ConfigField;
+
+// Two configs of draw_config from seeded random bytes (the fuzzer's decoder, deterministic).
+std::pair<ModelConfig, ModelConfig> seeded_pair(std::mt19937_64& rng) {
+  auto draw = [&] {
+    std::vector<std::uint8_t> bytes(64);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    spaces::ByteDraw d(bytes);
+    d.set_labelling(false);
+    return spaces::draw_config(d);
+  };
+  ModelConfig a = draw();
+  return {a, draw()};
+}
 
 TEST(FuzzProjection, theFieldListIsEveryModelConfigField) {
   // A field added to ModelConfig (and its JSON) without a ConfigField would be invisible to every
@@ -61,6 +75,15 @@ RC_GTEST_PROP(FuzzProjection, projectionsAreEqualExactlyWhenTheDeclaredFieldsAre
     const KeyFields fields = *warmup_key_fields(row->name);
     bool equal = true;
     for (ConfigField f : all_config_fields()) equal = equal && agree_on(a, b, f, fields);
+    for (std::size_t i = 0; i < std::size(kBackendNames); ++i) {
+      if (fields.backends >> i & 1) equal = equal && a.has_backend(kBackendNames[i]) == b.has_backend(kBackendNames[i]);
+    }
+    if (fields.tokens != nullptr) {
+      std::string sa, sb;
+      fields.tokens(a, sa);
+      fields.tokens(b, sb);
+      equal = equal && sa == sb;
+    }
     const auto pa = project(a, fields), pb = project(b, fields);
     RC_ASSERT(pa.has_value());  // draw_config names only embedded tuned files
     RC_ASSERT(pb.has_value());
@@ -94,33 +117,59 @@ RC_GTEST_PROP(FuzzProjection, configsEqualOnTheDeclaredFieldsHaveEqualWarmupKeys
   RC_CLASSIFY(checked >= 60, ">= 60 combined configs compared");
 }
 
-// Two configs of draw_config from seeded random bytes (the fuzzer's decoder, deterministic).
-std::pair<ModelConfig, ModelConfig> seeded_pair(std::mt19937_64& rng) {
-  auto draw = [&] {
-    std::vector<std::uint8_t> bytes(64);
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-    spaces::ByteDraw d(bytes);
-    d.set_labelling(false);
-    return spaces::draw_config(d);
-  };
-  ModelConfig a = draw();
-  return {a, draw()};
-}
-
 // The same property over 500 seeded pairs of the fuzzer's own decoder (more cases than RapidCheck's
 // 100, and the fuzzer's distribution of configs rather than RapidCheck's small-first one).
 TEST(FuzzProjection, seededConfigPairsHaveEqualWarmupKeysOnEqualProjections) {
   std::mt19937_64 rng(7);
   std::size_t checked = 0;
+  // Per kernel with a token signature: compared configs that differ from base in
+  // max_num_batched_tokens alone (the signature, not the field, made them equal).
+  std::map<std::string, std::size_t> token_only;
   for (int i = 0; i < 500; ++i) {
     const auto [a, b] = seeded_pair(rng);
+    ModelConfig tokens_of_b = a;
+    tokens_of_b.max_num_batched_tokens = b.max_num_batched_tokens;
+    tokens_of_b.max_num_seqs = std::min(a.max_num_seqs, b.max_num_batched_tokens);
     for (const KernelDescriptor* row : rows_with_space()) {
-      const auto cx = projection_counterexample(row->contract(), *warmup_key_fields(row->name), a, b, &checked);
+      const KeyFields fields = *warmup_key_fields(row->name);
+      const auto cx = projection_counterexample(row->contract(), fields, a, b, &checked);
       ASSERT_EQ(cx, std::nullopt) << "pair " << i;
+      if (fields.tokens == nullptr) continue;
+      std::size_t n = 0;
+      const auto tx = projection_counterexample(row->contract(), fields, a, tokens_of_b, &n);
+      ASSERT_EQ(tx, std::nullopt) << "pair " << i;
+      if (a.max_num_batched_tokens != b.max_num_batched_tokens) token_only[row->name] += n;
     }
   }
   EXPECT_GT(checked, 5000u);  // combined configs that were valid and compared
   RecordProperty("compared", static_cast<int>(checked));
+  for (const KernelDescriptor* row : rows_with_space()) {
+    if (warmup_key_fields(row->name)->tokens == nullptr) continue;
+    EXPECT_GE(token_only[row->name], 20u) << row->name << ": too few configs equal by the token signature alone";
+    RecordProperty(str_cat(row->name, ": equal by tokens alone"), static_cast<int>(token_only[row->name]));
+  }
+}
+
+// A token signature that is too coarse: fused_moe's buckets read as swiglu_limit's min(M, 32).
+void coarse_tokens(const ModelConfig& c, std::string& out) {
+  out += std::to_string(std::min<std::int64_t>(c.max_num_batched_tokens, 32));
+}
+
+TEST(FuzzProjection, aTooCoarseTokenSignatureIsCaught) {
+  KeyFields wrong = *warmup_key_fields("fused_moe");
+  ASSERT_NE(wrong.tokens, nullptr);
+  wrong.tokens = &coarse_tokens;
+  const Kernel& fused = find_kernel("fused_moe")->contract();
+  std::mt19937_64 rng(1);
+  std::optional<std::string> found;
+  int pairs = 0;
+  for (; pairs < 400 && !found; ++pairs) {
+    const auto [a, b] = seeded_pair(rng);
+    found = projection_counterexample(fused, wrong, a, b);
+  }
+  ASSERT_TRUE(found.has_value()) << "not caught in " << pairs << " pairs";
+  EXPECT_NE(found->find("max_num_batched_tokens"), std::string::npos) << *found;
+  RecordProperty("pairs", pairs);
 }
 
 TEST(FuzzProjection, aFieldReadByClassSharesOnlyWithinItsClass) {
@@ -174,11 +223,15 @@ TEST(FuzzProjection, aDeclarationMissingAFieldTheKernelReadsIsCaught) {
     const KernelDescriptor* row = find_kernel(kernel);
     ASSERT_NE(row, nullptr) << kernel;
     const KeyFields declared = *warmup_key_fields(kernel);
-    ASSERT_TRUE(has_field(declared.exact | declared.by_class, field))
+    ASSERT_TRUE(has_field(declared.exact | declared.by_class, field) ||
+                (field == F::max_num_batched_tokens && declared.tokens != nullptr) ||
+                (field == F::backends && declared.backends != 0))
         << kernel << " does not declare " << field_name(field);
     KeyFields missing = declared;
     missing.exact &= ~field_bit(field);
     missing.by_class &= ~field_bit(field);
+    if (field == F::max_num_batched_tokens) missing.tokens = nullptr;
+    if (field == F::backends) missing.backends = 0;
     if (to_class) missing.by_class |= field_bit(field);
     std::mt19937_64 rng(1);
     std::optional<std::string> found;
