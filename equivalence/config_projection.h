@@ -1,9 +1,11 @@
-// The fields of a ModelConfig that decide a kernel's warmup keys: each verified kernel declares the
-// fields its used_by() and warmup_keys() read (directly or through helpers). Two configs equal on
-// those fields have the same warmup keys, so the fuzz oracle computes warmup_keys() once per
-// projection instead of once per config. The declarations are checked by a RapidCheck property
-// (tests/cpu/config_projection_test.cpp: changing any undeclared field leaves used_by() and
-// warmup_keys() as they were), and a declaration that leaves out a field the kernel reads fails it.
+// What of a ModelConfig decides a kernel's warmup keys: each verified kernel declares what its
+// used_by() and warmup_keys() read (directly or through helpers): fields by value, some by value
+// class, max_num_batched_tokens through what the kernel computes from it, backends as membership.
+// Two configs with equal projections have the same warmup keys, so the fuzz oracle computes
+// warmup_keys() once per projection instead of once per config. The declarations are checked by a
+// RapidCheck property and seeded pairs (tests/cpu/config_projection_test.cpp: a config changed in
+// any way that keeps its projection keeps used_by() and warmup_keys()), and a declaration that
+// leaves out something the kernel reads fails it (the planted-bug tests there).
 #pragma once
 
 #include <cstdint>
