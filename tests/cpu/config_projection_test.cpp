@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "equivalence/checks.h"
 #include "equivalence/config_projection.h"
 #include "equivalence/kernel_table.h"
 #include "spaces/byte_draw.h"
@@ -247,6 +248,31 @@ TEST(FuzzProjection, aDeclarationMissingAFieldTheKernelReadsIsCaught) {
     const std::string first_line = found->substr(0, found->find('\n'));  // "... differ in field(s) ..."
     EXPECT_NE(first_line.find(field_name(field)), std::string::npos)
         << kernel << " without " << field_name(field) << ": " << *found;
+  }
+}
+
+// A warm set shared by configs of one projection judges an input of any of them; its report names
+// the input's config, not the one the set was built from.
+TEST(FuzzProjection, aSharedWarmSetsReportNamesTheInputsConfig) {
+  const KernelDescriptor& row = *find_kernel("dsv4_topk");
+  ModelConfig built = load_config("dsv4-flash"), input = built;
+  built.name = "dsv4-flash[sentinel=4097]";
+  input.name = "dsv4-flash[sentinel=4099]";
+  built.image_sentinel_lo = 4097;
+  input.image_sentinel_lo = 4099;
+  ASSERT_EQ(project(built, *warmup_key_fields("dsv4_topk")), project(input, *warmup_key_fields("dsv4_topk")));
+  const WarmSet warm(*row.space, row.contract(), built, verification_target(), /*lazy=*/true);
+  spaces::CaseFacts f;
+  f.valid = false;  // a generator bug: GEN, whatever the keys
+  f.invalid = "planted";
+  for (const auto& [name, expected] : {std::pair<const std::string*, std::string>{nullptr, built.name},
+                                       std::pair<const std::string*, std::string>{&input.name, input.name}}) {
+    const CaseChecker checker(warm, name);
+    const PropertyMask m = checker.failed(f);
+    ASSERT_EQ(m, bit(Property::GEN));
+    const std::vector<Violation> vs = checker.explain(f, m, {}, "test", "none");
+    ASSERT_EQ(vs.size(), 1u);
+    EXPECT_EQ(vs[0].config, expected);
   }
 }
 
