@@ -50,7 +50,7 @@ std::vector<Violation> CaseChecker::explain(const spaces::CaseFacts& f, Property
     Violation v;
     v.property = p;
     v.kernel = warm_.kernel().name();
-    v.config = warm_.config().name;
+    v.config = config_name_ ? *config_name_ : warm_.config().name;
     v.input = f.input;
     v.classes = classes;
     v.dispatched = f.key;

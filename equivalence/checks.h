@@ -17,7 +17,10 @@ std::string mask_text(PropertyMask mask);  // "P2+P4"
 
 class CaseChecker : public spaces::CaseJudge {
  public:
-  explicit CaseChecker(const WarmSet& warm) : warm_(warm) {}
+  // config_name: the config the reports name, when the warm set is shared by several configs (the
+  // fuzz oracle's); by default the warm set's own.
+  explicit CaseChecker(const WarmSet& warm, const std::string* config_name = nullptr)
+      : warm_(warm), config_name_(config_name) {}
 
   // The properties x violates. An input that launches nothing is vacuously fine (no binary is
   // needed for it); an input the contract rejects is a generator bug (GEN).
@@ -31,6 +34,7 @@ class CaseChecker : public spaces::CaseJudge {
 
  private:
   const WarmSet& warm_;
+  const std::string* config_name_;
 };
 
 }  // namespace warmkey::equivalence

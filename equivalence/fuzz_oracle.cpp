@@ -7,10 +7,12 @@
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "equivalence/checks.h"
+#include "equivalence/config_projection.h"
 #include "equivalence/kernel_table.h"
 #include "spaces/byte_draw.h"
 #include "spaces/config.h"
@@ -60,32 +62,47 @@ class TracingDraw final : public spaces::Draw {
 // and the warmup evaluations of its keys (which do not depend on the config) shared by all of
 // them. A byte hit skips decoding the config: the same first bytes decode to the same config, and
 // the runtime input is read from the bytes after. A draw hit skips warmup_keys() and the set.
+// A new config whose projection on the kernel's warmup-key fields (equivalence/config_projection.h)
+// was seen before shares that config's warm set: the same keys (the projection property), so the
+// same verdicts; only its name (in reports) and the runtime input's draws are its own.
 struct FuzzState {
   // Past this many keys and byte prefixes in all, the oldest warm sets are dropped, one or two per
   // new config: bounded memory without a pause (dropping thousands of sets at once once stalled an
   // input past libFuzzer's -timeout on a loaded machine: fuzz/regressions/compute_identity/reports/).
-  static constexpr std::size_t kMaxKeys = std::size_t{1} << 15;
+  // 2^17 since warm sets are shared by projection (2^15 before): fused_moe peaks at 766 MB over
+  // 100,000 runs (ASan quarantine included), and evicting less spares recomputing warmup_keys.
+  static constexpr std::size_t kMaxKeys = std::size_t{1} << 17;
 
-  // One decoded config: its warm set and the byte prefixes that decode to it.
+  // One decoded config: its warm set (shared by the configs of one projection) and the byte
+  // prefixes that decode to it.
   struct Entry {
-    std::unique_ptr<WarmSet> warm;
+    ModelConfig config;
+    std::shared_ptr<const WarmSet> warm;
+    std::optional<std::string> projection;  // the key of warm in by_projection, when shared
     std::vector<std::string> prefixes;
   };
 
   const spaces::InputSpace* space = nullptr;
   const Kernel* kernel = nullptr;
   std::unique_ptr<Kernel> planted;  // WARMKEY_FUZZ_MUTANT's mutant, when it names one of this kernel
+  // The kernel's warmup-key fields; nullopt (a set per config) without a declaration or with a
+  // planted mutant (which may read other fields than the contract it mutates).
+  std::optional<KeyFields> fields;
   WarmupMemo memo;
   std::unordered_map<std::string, Entry, TransparentHash, std::equal_to<>> by_trace;
-  std::unordered_map<std::string, const WarmSet*, TransparentHash, std::equal_to<>> by_prefix;
-  std::vector<std::size_t> lengths;  // the distinct prefix lengths of by_prefix (or once in it), ascending
-  std::deque<std::string> order;     // by_trace's ids, oldest first
-  std::size_t keys = 0;              // warmup keys of the sets, plus one per set and per prefix
+  std::unordered_map<std::string, const Entry*, TransparentHash, std::equal_to<>> by_prefix;
+  std::unordered_map<std::string, std::shared_ptr<const WarmSet>, TransparentHash, std::equal_to<>> by_projection;
+  // The distinct prefix lengths of by_prefix (or once in it), the most often hit first: an input's
+  // first bytes match at most one stored prefix (decoding reads its bytes in order and stops where
+  // that prefix's decoding stopped), so the order only decides how soon the lookup finds it.
+  mutable std::vector<std::size_t> lengths;
+  std::deque<std::string> order;  // by_trace's ids, oldest first
+  std::size_t keys = 0;           // warmup keys of the sets, plus one per set, per config and per prefix
   // Counters (WARMKEY_FUZZ_STATS=1 prints them at exit).
-  std::size_t hits = 0, trace_hits = 0, misses = 0, evicted = 0;
+  std::size_t hits = 0, trace_hits = 0, misses = 0, projection_hits = 0, evicted = 0;
 
-  // The warm set whose config the input's first bytes decode to, and their count; nullptr if none yet.
-  std::pair<const WarmSet*, std::size_t> find(const std::uint8_t* data, std::size_t size) const {
+  // The config whose first bytes the input starts with, and their count; nullptr if none yet.
+  std::pair<const Entry*, std::size_t> find(const std::uint8_t* data, std::size_t size) const {
     std::string padded;
     for (std::size_t n : lengths) {
       std::string_view id;
@@ -96,44 +113,66 @@ struct FuzzState {
         padded.append(n - size, '\0');
         id = padded;
       }
-      if (auto it = by_prefix.find(id); it != by_prefix.end()) return {it->second, n};
+      if (auto it = by_prefix.find(id); it != by_prefix.end()) {
+        // One step toward the front per hit: the often-hit lengths end up first.
+        auto pos = std::find(lengths.begin(), lengths.end(), n);
+        if (pos != lengths.begin()) std::iter_swap(pos, pos - 1);
+        return {it->second, n};
+      }
     }
     return {nullptr, 0};
   }
 
-  // The warm set of the config decoded from the input's first config_bytes bytes, whose draws gave
+  // The entry of the config decoded from the input's first config_bytes bytes, whose draws gave
   // `trace`; made from `config` when no earlier input's draws gave the same.
-  const WarmSet& add(const std::uint8_t* data, std::size_t size, std::size_t config_bytes, std::string trace,
-                     const ModelConfig& config) {
+  const Entry& add(const std::uint8_t* data, std::size_t size, std::size_t config_bytes, std::string trace,
+                   ModelConfig config) {
     evict();  // first: it may drop the set this input's draws would find
     auto it = by_trace.find(trace);
     if (it != by_trace.end()) {
       ++trace_hits;
     } else {
       ++misses;
-      auto warm = std::make_unique<WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
-      keys += warm->keys().size() + 1;
+      Entry e;
+      if (fields) e.projection = project(config, *fields);
+      if (e.projection) {
+        if (auto p = by_projection.find(*e.projection); p != by_projection.end()) {
+          ++projection_hits;
+          e.warm = p->second;
+        }
+      }
+      if (!e.warm) {
+        e.warm = std::make_shared<const WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
+        keys += e.warm->keys().size() + 1;
+        if (e.projection) by_projection.emplace(*e.projection, e.warm);
+      }
+      e.config = std::move(config);
+      ++keys;
       order.push_back(trace);
-      it = by_trace.emplace(std::move(trace), Entry{std::move(warm), {}}).first;
+      it = by_trace.emplace(std::move(trace), std::move(e)).first;
     }
     std::string id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
     id.append(config_bytes - id.size(), '\0');
-    if (std::find(lengths.begin(), lengths.end(), config_bytes) == lengths.end()) {
-      lengths.push_back(config_bytes);
-      std::sort(lengths.begin(), lengths.end());
-    }
+    if (std::find(lengths.begin(), lengths.end(), config_bytes) == lengths.end()) lengths.push_back(config_bytes);
     ++keys;
-    by_prefix.emplace(id, it->second.warm.get());
+    by_prefix.emplace(id, &it->second);
     it->second.prefixes.push_back(std::move(id));
-    return *it->second.warm;
+    return it->second;
   }
 
   void evict() {
     while (keys >= kMaxKeys && !order.empty()) {
       ++evicted;
       auto old = by_trace.find(order.front());
-      keys -= old->second.warm->keys().size() + 1 + old->second.prefixes.size();
-      for (const std::string& p : old->second.prefixes) by_prefix.erase(p);
+      Entry& e = old->second;
+      keys -= 1 + e.prefixes.size();
+      for (const std::string& p : e.prefixes) by_prefix.erase(p);
+      // The set goes with its last config (by_projection holds one more reference).
+      const bool shared = e.projection.has_value();
+      if (e.warm.use_count() == (shared ? 2 : 1)) {
+        keys -= e.warm->keys().size() + 1;
+        if (shared) by_projection.erase(*e.projection);
+      }
       by_trace.erase(old);
       order.pop_front();
     }
@@ -150,9 +189,10 @@ FuzzState& state_of(std::string_view kernel) {
       std::atexit([] {
         for (auto& [name, st] : states)
           std::fprintf(stderr,
-                       "warmkey fuzz stats: %s: config prefixes hit %zu, configs hit by their draws %zu, new %zu, "
-                       "evicted %zu, memo keys %zu\n",
-                       name.c_str(), st->hits, st->trace_hits, st->misses, st->evicted, st->memo.size());
+                       "warmkey fuzz stats: %s: config prefixes hit %zu, configs hit by their draws %zu, new %zu "
+                       "(of which sharing the warm set of an equal projection %zu), evicted %zu, memo keys %zu\n",
+                       name.c_str(), st->hits, st->trace_hits, st->misses, st->projection_hits, st->evicted,
+                       st->memo.size());
       });
     }
     return true;
@@ -176,6 +216,7 @@ FuzzState& state_of(std::string_view kernel) {
       st->planted = mutant->make(row->contract());
       st->kernel = st->planted.get();
     }
+    if (!st->planted) st->fields = warmup_key_fields(kernel);
     it = states.emplace(std::string(kernel), std::move(st)).first;
   }
   last = {it->first, it->second.get()};
@@ -199,15 +240,15 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
     TracingDraw traced(d);
     ModelConfig decoded = spaces::draw_config(traced);
     config_bytes = d.consumed();
-    found = &st.add(data, size, config_bytes, traced.take_trace(), decoded);
+    found = &st.add(data, size, config_bytes, traced.take_trace(), std::move(decoded));
   }
-  const WarmSet& warm = *found;
-  const ModelConfig& config = warm.config();
+  const WarmSet& warm = *found->warm;
+  const ModelConfig& config = found->config;
   std::vector<Violation> out;
   if (!warm.used()) return warm.warmup_violations();
   // Lazy: warmup findings appear as inputs reach keys; this input answers for the ones it adds.
   const std::size_t known = warm.warmup_violations().size();
-  CaseChecker checker(warm);
+  CaseChecker checker(warm, &config.name);
   spaces::CaseFacts f = space->run_case(k, d, config, &checker);
   PropertyMask m = f.flagged ? checker.failed(f) : 0;
   if (m != 0) {
@@ -222,9 +263,13 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
                 " bytes), or add it to fuzz/regressions/", kernel, "/; hex: ", spaces::to_hex(bytes)));
     out.insert(out.end(), vs.begin(), vs.end());
   }
-  // P1 and P5 of the warmup keys this input reached first.
-  out.insert(out.end(), warm.warmup_violations().begin() + static_cast<std::ptrdiff_t>(known),
-             warm.warmup_violations().end());
+  // P1 and P5 of the warmup keys this input reached first (a shared set names the config of the
+  // input that made it; the finding is this input's).
+  for (auto v = warm.warmup_violations().begin() + static_cast<std::ptrdiff_t>(known);
+       v != warm.warmup_violations().end(); ++v) {
+    out.push_back(*v);
+    out.back().config = config.name;
+  }
   return out;
 }
 

@@ -122,7 +122,7 @@ void WarmSet::warm_key(std::size_t i) const {
     warmup_violations_.push_back(std::move(v));
   }
   if (f.bound) {
-    bounds_[i] = f.bound;
+    bounds_[i] = std::make_unique<const BoundKey>(*f.bound);
     warmed_.emplace(*f.bound, i);
   }
 }
@@ -131,8 +131,7 @@ const BoundKey* WarmSet::bound_of(const CompileKey& k) const {
   const std::size_t i = index_of(k);
   if (i == kNone) return nullptr;
   ensure(i);
-  if (!bounds_[i]) return nullptr;
-  return &*bounds_[i];
+  return bounds_[i].get();
 }
 
 const CompileKey* WarmSet::warmed_by(const BoundKey& b) const {
@@ -167,7 +166,7 @@ std::pair<const BoundKey*, const CompileKey*> WarmSet::nearest_warmed(const Boun
     std::size_t d = diff(target, jit_key(*bounds_[i])).size();
     if (d < best_diff) {
       best_diff = d;
-      best = {&*bounds_[i], &keys_[i]};
+      best = {bounds_[i].get(), &keys_[i]};
     }
   }
   return best;

@@ -96,7 +96,9 @@ class WarmSet {
   // Filled per key by warm_key (at construction, or on demand when lazy); sized on first use.
   mutable std::vector<char> done_;
   mutable std::size_t done_count_ = 0;
-  mutable std::vector<std::optional<BoundKey>> bounds_;
+  // One pointer per key, a BoundKey (about 230 bytes) only per warmed key: a lazy set of hundreds of
+  // keys that inputs reach a few of no longer zeroes (and faults in) a BoundKey per key.
+  mutable std::vector<std::unique_ptr<const BoundKey>> bounds_;
   mutable std::unordered_map<BoundKey, std::size_t, BoundKeyHash> warmed_;  // binary -> first key index
   mutable std::vector<Violation> warmup_violations_;
   mutable std::unordered_map<CompileKey, std::pair<std::optional<BoundKey>, std::string>, CompileKeyHash> extra_;

@@ -14,6 +14,11 @@ bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// The name's parts, appended without an ostringstream (str_cat's): draw_config runs once per new
+// fuzzed config, and building the stream was a visible part of a fast harness's time under ASan.
+void append_part(std::string& out, std::string_view s) { out += s; }
+void append_part(std::string& out, std::int64_t v) { out += std::to_string(v); }
+
 }  // namespace
 
 ModelConfig draw_config(Draw& d) {
@@ -28,27 +33,31 @@ ModelConfig draw_config(Draw& d) {
   std::size_t i = d.pick("config", bases.size());
   ModelConfig c = bases[(i + first) % bases.size()];
   std::string changes;
-  auto note = [&](const std::string& s) {
+  auto note = [&](const auto&... parts) {
     if (!changes.empty()) changes += ',';
-    changes += s;
+    (append_part(changes, parts), ...);
+  };
+  auto plus = [](std::string& text, std::string_view s) {
+    if (!text.empty()) text += '+';
+    text += s;
   };
 
   if (std::size_t a = d.pick("act_dtype", 4); a > 0) {
     static constexpr DType kActs[] = {DType::bf16, DType::f16, DType::f32};
     c.act_dtype = kActs[a - 1];
-    note(str_cat("act=", dtype_name(c.act_dtype)));
+    note("act=", dtype_name(c.act_dtype));
   }
   if (d.flag("vary_tokens")) {
     std::int64_t hi = std::max<std::int64_t>(c.max_num_seqs, 65536);
     c.max_num_batched_tokens = d.integer("max_num_batched_tokens", c.max_num_seqs, hi, {256, 1024, 2048, 4096, 8192});
-    note(str_cat("tokens=", c.max_num_batched_tokens));
+    note("tokens=", c.max_num_batched_tokens);
   }
   if (d.flag("eplb")) {
     static constexpr std::int64_t kRedundant[] = {0, 16, 32, 8, 64};
     c.eplb = true;
     c.num_redundant_experts = kRedundant[d.pick("num_redundant_experts", std::size(kRedundant))];
     c.eplb_max_slots = std::max(c.eplb_max_slots, c.num_redundant_experts + 1);
-    note(str_cat("eplb=", c.num_redundant_experts));
+    note("eplb=", c.num_redundant_experts);
   } else if (c.eplb) {
     c.eplb = false;
     c.num_redundant_experts = 0;
@@ -62,23 +71,23 @@ ModelConfig draw_config(Draw& d) {
     std::int64_t ep = eps[d.pick("ep_size", eps.size())];
     if (ep != c.ep_size) {
       c.ep_size = ep;
-      note(str_cat("ep=", ep));
+      note("ep=", ep);
     }
   }
   if (d.flag("toggle_vision")) {
     c.vision = !c.vision;
     if (c.vision && c.image_sentinel_lo < 1)
       c.image_sentinel_lo = std::max<std::int64_t>(1, c.vocab_size - c.image_sentinel_count);
-    note(str_cat("vision=", c.vision ? "on" : "off"));
+    note("vision=", c.vision ? "on" : "off");
   }
   if (d.flag("vary_sentinel")) {
     // The image-sentinel window's first id: its value class reaches routing keys.
     c.image_sentinel_lo = d.integer("image_sentinel_lo", 1, c.vocab_size - c.image_sentinel_count, {16, 4096});
-    note(str_cat("sentinel=", c.image_sentinel_lo));
+    note("sentinel=", c.image_sentinel_lo);
   }
   if (d.flag("toggle_lora")) {
     c.lora = !c.lora;
-    note(str_cat("lora=", c.lora ? "on" : "off"));
+    note("lora=", c.lora ? "on" : "off");
   }
   if (d.flag("vary_backends")) {
     static const std::vector<std::string> kBackends = {"triton", "batched", "nvfp4", "megamoe"};
@@ -92,8 +101,8 @@ ModelConfig draw_config(Draw& d) {
     if (b.empty()) b.push_back("triton");
     c.backends = b;
     std::string text;
-    for (auto& s : b) text += str_cat(text.empty() ? "" : "+", s);
-    note(str_cat("backends=", text));
+    for (auto& s : b) plus(text, s);
+    note("backends=", text);
   }
   if (d.flag("vary_index_dtypes")) {
     static constexpr DType kIndex[] = {DType::i32, DType::u32, DType::i64};
@@ -114,9 +123,9 @@ ModelConfig draw_config(Draw& d) {
     c.moe_expert_bias = d.flag("moe_expert_bias");
     c.fused_moe_tuned_config = d.flag("fused_moe_tuned") ? "tuned/fused_moe_H200" : "";
     std::string text;
-    for (auto& s : c.expert_weight_formats) text += str_cat(text.empty() ? "" : "+", s);
-    note(str_cat("weights=", text, c.moe_expert_bias ? ",bias" : "", c.fused_moe_tuned_config.empty() ? "" : ",tuned",
-                 c.fp8_scale_dtype == DType::f32 ? ",scales=f32" : ""));
+    for (auto& s : c.expert_weight_formats) plus(text, s);
+    note("weights=", text, c.moe_expert_bias ? ",bias" : "", c.fused_moe_tuned_config.empty() ? "" : ",tuned",
+         c.fp8_scale_dtype == DType::f32 ? ",scales=f32" : "");
   }
   if (d.flag("drop_hash_layers") && c.num_hash_layers > 0) {
     c.num_hash_layers = 0;
@@ -127,7 +136,7 @@ ModelConfig draw_config(Draw& d) {
     static constexpr std::int64_t kTiny[] = {1, 16, 17, 32, 33};
     c.max_num_batched_tokens = kTiny[d.pick("tiny_max_num_batched_tokens", std::size(kTiny))];
     c.max_num_seqs = std::min(c.max_num_seqs, c.max_num_batched_tokens);
-    note(str_cat("tokens=", c.max_num_batched_tokens));
+    note("tokens=", c.max_num_batched_tokens);
   }
   if (c.has_backend("megamoe") &&
       std::find(c.index_dtypes.begin(), c.index_dtypes.end(), DType::i64) == c.index_dtypes.end())
@@ -136,10 +145,10 @@ ModelConfig draw_config(Draw& d) {
   // fix of the regression in fuzz/regressions/eplb_map/.
   if (c.index_dtypes != bases[(i + first) % bases.size()].index_dtypes) {
     std::string text;
-    for (DType t : c.index_dtypes) text += str_cat(text.empty() ? "" : "+", dtype_name(t));
-    note(str_cat("ids=", text));
+    for (DType t : c.index_dtypes) plus(text, dtype_name(t));
+    note("ids=", text);
   }
-  if (!changes.empty()) c.name += str_cat("[", changes, "]");
+  if (!changes.empty()) c.name += '[' + changes + ']';
   c.validate();  // by construction; a failure here is a generator bug and must be loud
   return c;
 }

@@ -119,11 +119,13 @@ KeySpace& KeySpace::map(std::function<CompileKey(const CompileKey&)> fn) {
 
 // Depth-first over the steps with one key extended and trimmed in place: a leaf is copied out once,
 // in the order the steps declare (the first step's choice varies slowest), which is the order of
-// building every partial key step by step. Distinct partial keys stay distinct through choices and
-// zips of distinct rows (each key gains the same fields), derives and filters, so only a map (or a
-// repeated row) can make duplicates: only then is the result deduplicated (first occurrence kept,
-// which is what deduplicating after every step keeps, the steps being functions of the key).
-void KeySpace::walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& out) const {
+// building every partial key step by step. Keys are equal exactly when every step chose rows with
+// equal values (each key gains the same fields in the same order; derives and filters are functions
+// of the key), so skipping each row that repeats an earlier one of its step keeps the first
+// occurrence of every key, in order: what deduplicating the keys kept. Only a map can still make
+// duplicates: only then is the result deduplicated (first occurrence kept).
+void KeySpace::walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& out,
+                    const std::vector<std::vector<char>>& repeated) const {
   if (step == steps_.size()) {
     out.push_back(key);
     return;
@@ -132,19 +134,23 @@ void KeySpace::walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& 
   const std::size_t n = key.fields_.size();
   switch (s.kind) {
     case Step::kChoices:
-    case Step::kZip:
-      for (const auto& row : s.rows) {
+    case Step::kZip: {
+      const std::vector<char>& skip = repeated[step];
+      for (std::size_t r = 0; r < s.rows.size(); ++r) {
+        if (!skip.empty() && skip[r]) continue;
+        const auto& row = s.rows[r];
         for (std::size_t i = 0; i < s.fields.size(); ++i) key.fields_.emplace_back(s.fields[i], row.at(i));
-        walk(step + 1, key, out);
+        walk(step + 1, key, out, repeated);
         key.fields_.erase(key.fields_.begin() + static_cast<std::ptrdiff_t>(n), key.fields_.end());
       }
       break;
+    }
     case Step::kWhere:
-      if (s.pred(key)) walk(step + 1, key, out);
+      if (s.pred(key)) walk(step + 1, key, out, repeated);
       break;
     case Step::kDerive:
       key.fields_.emplace_back(s.fields[0], s.derive(key));
-      walk(step + 1, key, out);
+      walk(step + 1, key, out, repeated);
       key.fields_.pop_back();
       break;
     case Step::kMap: {
@@ -152,35 +158,69 @@ void KeySpace::walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& 
       if (step + 1 == steps_.size()) {
         out.push_back(std::move(mapped));  // a last map makes the leaf itself: no second copy
       } else {
-        walk(step + 1, mapped, out);
+        walk(step + 1, mapped, out, repeated);
       }
       break;
     }
   }
 }
 
-std::vector<CompileKey> KeySpace::enumerate() const {
-  bool may_repeat = false;
-  std::size_t fields = 0;
-  for (const Step& s : steps_) {
-    fields += s.fields.size();
-    if (s.kind == Step::kMap) may_repeat = true;
-    if (s.kind != Step::kChoices && s.kind != Step::kZip) continue;
-    const std::size_t nf = s.fields.size();
-    for (std::size_t r = 1; r < s.rows.size() && !may_repeat; ++r) {
-      for (std::size_t q = 0; q < r && !may_repeat; ++q) {
-        // Rows agree on the fields they give (a longer row's extra values are never read).
-        may_repeat =
-            s.rows[q].size() >= nf && s.rows[r].size() >= nf &&
-            std::equal(s.rows[q].begin(), s.rows[q].begin() + static_cast<std::ptrdiff_t>(nf), s.rows[r].begin());
+namespace {
+
+// Marks each row that gives the same values to the step's nf fields as an earlier row (rows shorter
+// than nf never do); empty when no row repeats. Rows sorted by a hash of those values, equal hashes
+// compared: comparing every pair of rows was quadratic, and a few hundred rows then cost more than
+// enumerating the keys (fused_moe's zip, once per fuzzed config).
+std::vector<char> repeated_rows(const std::vector<std::vector<KeyValue>>& rows, std::size_t nf) {
+  std::vector<char> repeated;
+  if (rows.size() < 2) return repeated;
+  std::vector<std::pair<std::size_t, std::size_t>> hashed;  // (hash of the first nf values, row)
+  hashed.reserve(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].size() < nf) continue;
+    std::size_t h = nf;
+    for (std::size_t i = 0; i < nf; ++i) h = h * 0x9E3779B97F4A7C15ull + std::hash<KeyValue>{}(rows[r][i]);
+    hashed.emplace_back(h, r);
+  }
+  std::sort(hashed.begin(), hashed.end());  // equal hashes: ascending row index
+  for (std::size_t a = 0; a < hashed.size();) {
+    std::size_t b = a + 1;
+    while (b < hashed.size() && hashed[b].first == hashed[a].first) ++b;
+    for (std::size_t j = a + 1; j < b; ++j) {
+      const auto& y = rows[hashed[j].second];
+      for (std::size_t i = a; i < j; ++i) {
+        const auto& x = rows[hashed[i].second];
+        if (std::equal(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(nf), y.begin())) {
+          if (repeated.empty()) repeated.assign(rows.size(), 0);
+          repeated[hashed[j].second] = 1;
+          break;
+        }
       }
     }
+    a = b;
+  }
+  return repeated;
+}
+
+}  // namespace
+
+std::vector<CompileKey> KeySpace::enumerate() const {
+  bool has_map = false;
+  std::size_t fields = 0;
+  std::vector<std::vector<char>> repeated(steps_.size());
+  for (std::size_t k = 0; k < steps_.size(); ++k) {
+    const Step& s = steps_[k];
+    fields += s.fields.size();
+    if (s.kind == Step::kMap) has_map = true;
+    // Rows agree on the fields they give (a longer row's extra values are never read).
+    if (s.kind == Step::kChoices || s.kind == Step::kZip) repeated[k] = repeated_rows(s.rows, s.fields.size());
   }
   std::vector<CompileKey> out;
   CompileKey key(kernel_, {});
   key.fields_.reserve(fields);
-  walk(0, key, out);
-  return may_repeat ? dedup(std::move(out)) : out;
+  walk(0, key, out, repeated);
+  if (has_map) return dedup(std::move(out));
+  return out;
 }
 
 std::vector<KeyValue> int_values(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }

@@ -51,7 +51,9 @@ class KeySpace {
     std::function<KeyValue(const CompileKey&)> derive;
     std::function<CompileKey(const CompileKey&)> map;
   };
-  void walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& out) const;
+  // repeated[s][r] != 0: row r of step s repeats an earlier row (its keys would repeat earlier keys).
+  void walk(std::size_t step, CompileKey& key, std::vector<CompileKey>& out,
+            const std::vector<std::vector<char>>& repeated) const;
   std::string kernel_;
   std::vector<Step> steps_;
 };

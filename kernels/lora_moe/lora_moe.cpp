@@ -89,7 +89,7 @@ std::vector<CompileKey> LoraMoe::warmup_keys(const ModelConfig& config) const {
                                     .choices("delta_dtype", {act})
                                     .choices("delta_aligned", {true, false})
                                     .enumerate();
-  keys.insert(keys.end(), fin.begin(), fin.end());
+  keys.insert(keys.end(), std::make_move_iterator(fin.begin()), std::make_move_iterator(fin.end()));
   return keys;
 }
 

@@ -25,6 +25,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 CompileKey without_unused_ids_dtype(const CompileKey& key) {
   if (key.get_bool("has_expert_map")) return key;
   std::vector<CompileKey::Field> fields;
+  fields.reserve(key.fields().size());
   for (const auto& f : key.fields()) {
     if (f.first != "ids_dtype") fields.push_back(f);
   }
@@ -106,7 +107,7 @@ std::vector<CompileKey> MoeMulSum::warmup_keys(const ModelConfig& config) const 
                                        .zip({"num_tokens", "block_m", "block_k"}, batch_rows)
                                        .map(without_unused_ids_dtype)
                                        .enumerate();
-    keys.insert(keys.end(), part.begin(), part.end());
+    keys.insert(keys.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
   return dedup(std::move(keys));
 }

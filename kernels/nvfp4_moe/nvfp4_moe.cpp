@@ -157,7 +157,7 @@ std::vector<CompileKey> Nvfp4Moe::warmup_keys(const ModelConfig& config) const {
     space.zip({"naive", "ids_dtype", "em", "num_valid", "block_m", "block_n", "block_k", "group_m", "warps", "stages"},
               rows);
     std::vector<CompileKey> part = space.enumerate();
-    keys.insert(keys.end(), part.begin(), part.end());
+    keys.insert(keys.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
   return dedup(std::move(keys));
 }
