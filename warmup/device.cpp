@@ -241,6 +241,7 @@ void Device::prepare() const {
     CUcontext ctx = nullptr;
     check(api_->primary_ctx_retain(&ctx, static_cast<CUdevice>(cu_device_)), "cuDevicePrimaryCtxRetain");
     context_ = ctx;
+    context_ready_.store(true, std::memory_order_release);
   });
 }
 

@@ -48,6 +48,8 @@ class Device {
   // Creates the primary context now (first use creates it otherwise: cuDevicePrimaryCtxRetain takes
   // a good part of a second on a large GPU). Throws DeviceError like the first use would.
   void prepare() const;
+  // Whether the primary context exists yet (a fork of this process then copies it: tens of ms).
+  bool has_context() const { return context_ready_.load(std::memory_order_acquire); }
   const std::string& unavailable_reason() const { return reason_; }
   std::string name() const { return name_; }
   int multiprocessors() const { return sms_; }
@@ -103,6 +105,7 @@ class Device {
   int cu_device_ = 0;
   mutable std::once_flag context_once_;
   mutable void* context_ = nullptr;
+  mutable std::atomic<bool> context_ready_{false};
   struct Module;                                      // one distinct cubin's module, loaded once
   std::mutex mu_;                                     // guards the two maps (never held across a driver call)
   std::unordered_map<std::string, void*> functions_;  // key digest -> CUfunction

@@ -637,12 +637,14 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   WarmState state;
   state.progress = &progress;
-  // automatic: a fork is cheap in a process without a CUDA context (a compile-only runtime, or no
-  // device), and costs tens of ms with one; NVRTC threads slow each other down above a few jobs.
+  // automatic: a fork is cheap in a process without a CUDA context (the pool forks before this
+  // warmup creates it), and costs tens of ms with one; NVRTC threads slow each other down above a
+  // few jobs.
   const bool uses_device = options_.load_modules && !options_.compile_only && Device::instance().available();
-  state.result.workers = workers_ != CompileWorkers::automatic     ? workers_
-                         : (jobs > kForkAboveJobs || !uses_device) ? CompileWorkers::processes
-                                                                   : CompileWorkers::threads;
+  const bool cheap_fork = !Device::instance().available() || !Device::instance().has_context();
+  state.result.workers = workers_ != CompileWorkers::automatic ? workers_
+                         : (jobs > kForkAboveJobs || cheap_fork) ? CompileWorkers::processes
+                                                                 : CompileWorkers::threads;
   const std::vector<BoundKey> unique = dedup_bound(keys);
   state.result.keys = unique.size();
   // The device's primary context (needed to load the modules) is created while NVRTC compiles.

@@ -26,9 +26,10 @@ namespace warmkey {
 // Where warm() runs NVRTC: on its worker threads, or each program in a forked child process
 // (NvrtcCompiler::compile_batch_forked; NVRTC threads of one process slow each other down past a
 // few jobs). A runtime compile (get() on a miss) is always in-process.
-// automatic: processes above kForkAboveJobs jobs or when the runtime never uses the device
-// (compile-only, or no GPU: a fork is cheap there), else threads (a fork costs tens of ms once the
-// process holds a CUDA context, and a few NVRTC threads do not slow each other down yet).
+// automatic: processes above kForkAboveJobs jobs or while the process holds no CUDA context yet
+// (no GPU, or before first use: warm() forks its workers before it creates the context), else
+// threads (a fork costs tens of ms once the context exists, and a few NVRTC threads do not slow
+// each other down yet).
 enum class CompileWorkers : std::uint8_t { threads, processes, automatic };
 inline constexpr int kForkAboveJobs = 4;
 // "threads" / "processes" / "auto"; throws InputError naming `what` for anything else.

@@ -428,9 +428,8 @@ TEST(JitRuntime, compileWorkersComeFromTheOptionsTheEnvironmentOrTheDefault) {
     EXPECT_EQ(JitRuntime(o).compile_workers(), CompileWorkers::threads);
   }
   {
-    // auto: processes above kForkAboveJobs jobs, or at any job count when the runtime never uses
-    // the device (here: no modules loaded); threads up to it otherwise (a GPU host, see
-    // tests/gpu for the device side).
+    // auto: processes above kForkAboveJobs jobs, or at any job count while the process holds no
+    // CUDA context (here: no GPU); threads up to it otherwise.
     RuntimeOptions o = options(fs::path());
     o.compile_workers = CompileWorkers::automatic;
     JitRuntime rt(o);
