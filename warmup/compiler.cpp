@@ -21,6 +21,7 @@
 
 #include "warmup/arch.h"
 #include "warmup/error.h"
+#include "warmup/fd_io.h"
 #include "warmup/source_set.h"
 
 namespace warmkey {
@@ -474,46 +475,13 @@ namespace {
 // bytes; last, the programs and instantiations the child counted (a failed program counts, as in
 // compile_batch).
 
-bool write_all(int fd, const void* data, std::size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-// write_all on a socket without SIGPIPE: a worker that died must not kill the parent.
-bool send_all(int fd, const void* data, std::size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
+using fd_io::read_all;
+using fd_io::send_all;
+using fd_io::write_all;
 
 bool write_string(int fd, const std::string& s) {
   const std::uint64_t n = s.size();
   return write_all(fd, &n, sizeof n) && write_all(fd, s.data(), s.size());
-}
-
-bool read_all(int fd, void* data, std::size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
 }
 
 bool read_string(int fd, std::string& s) {

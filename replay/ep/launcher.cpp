@@ -22,6 +22,7 @@
 #include "spaces/rng.h"
 #include "warmup/device.h"
 #include "warmup/error.h"
+#include "warmup/fd_io.h"
 #include "warmup/orchestrator.h"
 #include "warmup/runtime.h"
 #include "warmup/source_set.h"
@@ -44,28 +45,8 @@ struct Frame {
 
 // ---- blocking frame I/O (ranks) ------------------------------------------------------------
 
-bool write_all(int fd, const void* p, std::size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    c += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-bool read_all(int fd, void* p, std::size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
+using fd_io::read_all;
+using fd_io::write_all;
 
 struct Header {
   std::uint32_t magic, type;
