@@ -1,10 +1,12 @@
 // Target architectures: parsing, the environment, the device, and the runtime's check.
 #include "warmup/arch.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include "warmup/compiler.h"
 #include "warmup/device.h"
@@ -128,6 +130,100 @@ std::optional<std::string> device_arch() {
     return d.arch();
   }();
   return arch;
+}
+
+std::optional<std::string> arch_from_probe(const std::vector<std::pair<int, int>>& capabilities,
+                                           const char* visible_devices, int ordinal) {
+  if (visible_devices != nullptr) return std::nullopt;  // a mask (even an empty one) changes what CUDA sees
+  if (capabilities.empty() || ordinal < 0 || static_cast<std::size_t>(ordinal) >= capabilities.size())
+    return std::nullopt;
+  const std::pair<int, int> first = capabilities.front();
+  if (first.first <= 0 || first.second < 0) return std::nullopt;
+  for (const auto& c : capabilities)
+    if (c != first) return std::nullopt;
+  return str_cat("sm_", first.first, first.second);
+}
+
+namespace {
+
+// The NVML calls the probe makes (nvml.h's C ABI: nvmlReturn_t is an int, 0 = success).
+using NvmlDevice = void*;
+using NvmlInit = int (*)();
+using NvmlCount = int (*)(unsigned*);
+using NvmlHandle = int (*)(unsigned, NvmlDevice*);
+using NvmlCapability = int (*)(NvmlDevice, int*, int*);
+
+std::optional<std::vector<std::pair<int, int>>> nvml_capabilities() {
+  void* lib = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return std::nullopt;
+  auto init = reinterpret_cast<NvmlInit>(::dlsym(lib, "nvmlInit_v2"));
+  auto shutdown = reinterpret_cast<NvmlInit>(::dlsym(lib, "nvmlShutdown"));
+  auto count_of = reinterpret_cast<NvmlCount>(::dlsym(lib, "nvmlDeviceGetCount_v2"));
+  auto handle_of = reinterpret_cast<NvmlHandle>(::dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+  auto capability_of = reinterpret_cast<NvmlCapability>(::dlsym(lib, "nvmlDeviceGetCudaComputeCapability"));
+  std::optional<std::vector<std::pair<int, int>>> out;
+  if (init != nullptr && shutdown != nullptr && count_of != nullptr && handle_of != nullptr &&
+      capability_of != nullptr && init() == 0) {
+    unsigned n = 0;
+    if (count_of(&n) == 0 && n > 0 && n <= 1024) {
+      std::vector<std::pair<int, int>> caps;
+      for (unsigned i = 0; i < n; ++i) {
+        NvmlDevice d = nullptr;
+        int major = 0, minor = 0;
+        if (handle_of(i, &d) != 0 || capability_of(d, &major, &minor) != 0) break;
+        caps.emplace_back(major, minor);
+      }
+      if (caps.size() == n) out = std::move(caps);
+    }
+    shutdown();
+  }
+  // The library stays loaded: unloading NVML while a driver thread may still use it is not safe.
+  return out;
+}
+
+int ordinal_or_minus_one() {
+  const char* v = std::getenv("WARMKEY_DEVICE");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return (*end != '\0' || n < 0 || n > 1024) ? -1 : static_cast<int>(n);  // Device reports a bad value
+}
+
+}  // namespace
+
+std::optional<std::string> nvml_device_arch() {
+  const auto caps = nvml_capabilities();
+  if (!caps) return std::nullopt;
+  return arch_from_probe(*caps, std::getenv("CUDA_VISIBLE_DEVICES"), ordinal_or_minus_one());
+}
+
+std::optional<std::string> probed_device_arch() {
+  static const std::optional<std::string> arch = []() -> std::optional<std::string> {
+    // Opt-in: on the H200 host the probe did not make a cold warmup faster (docs/PERFORMANCE.md,
+    // "The NVML probe").
+    const char* on = std::getenv("WARMKEY_ARCH_PROBE");
+    if (on == nullptr || std::strcmp(on, "1") != 0) return std::nullopt;
+    return nvml_device_arch();
+  }();
+  return arch;
+}
+
+EarlyDeviceArch early_device_arch() {
+  if (Device::if_initialised() == nullptr) {
+    if (std::optional<std::string> probed = probed_device_arch()) return {std::move(probed), true};
+  }
+  return {device_arch(), false};
+}
+
+void confirm_probed_arch(const std::string& probed) {
+  const std::optional<std::string> real = device_arch();
+  if (real && *real == probed) return;
+  throw DeviceError(real ? str_cat("NVML reported ", probed, " for every GPU of this host, but CUDA's device is ",
+                                   *real, ": the keys compiled for ", probed,
+                                   " cannot launch on it (unset WARMKEY_ARCH_PROBE, or set --arch / WARMKEY_ARCH)")
+                         : str_cat("NVML reported ", probed, " GPUs on this host, but CUDA has no device: ",
+                                   Device::instance().unavailable_reason(),
+                                   " (unset WARMKEY_ARCH_PROBE to ask CUDA first)"));
 }
 
 const std::string& default_arch() {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace warmkey {
@@ -42,8 +43,44 @@ ArchChoice warmup_archs(std::string_view flag);
 std::string resolve_arch(const std::string& requested, const std::optional<std::string>& device_arch,
                          const std::vector<std::string>& env, bool compile_only);
 
-// The device's arch ("sm_90") when a GPU is present, else nullopt. Cached.
+// The device's arch ("sm_90") when a GPU is present, else nullopt. Cached. Initialises CUDA
+// (cuInit: about 0.1 s on an H200 host) the first time.
 std::optional<std::string> device_arch();
+
+// ---- Knowing the arch before CUDA is up ----
+//
+// A warmup needs the arch before its first compile (it is part of every JitKey), but cuInit can
+// run beside the compiles. NVML names the compute capability of every GPU of the host without
+// initialising CUDA. When every GPU it lists has the same capability and no device mask narrows
+// what CUDA sees, any device CUDA picks has that arch: the warmup starts compiling for it at once
+// and CUDA confirms it later (JitRuntime; a different answer is a DeviceError, never a wrong load).
+
+// The compute capabilities NVML lists ({9, 0} per H200), from a mask ($CUDA_VISIBLE_DEVICES: set
+// means "ask CUDA"), for the device with that ordinal ($WARMKEY_DEVICE): the arch every one of
+// them has, else nullopt (none, mixed, masked, an ordinal beyond the list).
+std::optional<std::string> arch_from_probe(const std::vector<std::pair<int, int>>& capabilities,
+                                           const char* visible_devices, int ordinal);
+
+// arch_from_probe over what libnvidia-ml.so.1 reports on this host now (nullopt without NVML, without
+// a GPU, or when NVML fails). Never initialises CUDA.
+std::optional<std::string> nvml_device_arch();
+
+// nvml_device_arch() with WARMKEY_ARCH_PROBE=1 (an
+// opt-in: measured on an H200 host it saved no time, docs/PERFORMANCE.md); nullopt without it,
+// without NVML, without a GPU, or when NVML fails. Never initialises CUDA. Cached.
+std::optional<std::string> probed_device_arch();
+
+// What may be assumed of the device now without waiting for CUDA.
+struct EarlyDeviceArch {
+  std::optional<std::string> arch;  // nullopt: no device
+  bool probed = false;              // from probed_device_arch(): CUDA has not confirmed it yet
+};
+// device_arch() when CUDA is up already or the probe has no answer; else the probe's arch.
+EarlyDeviceArch early_device_arch();
+
+// Throws DeviceError naming both when CUDA's device is missing or not `probed` (the arch a runtime
+// was built for from the probe). Initialises CUDA.
+void confirm_probed_arch(const std::string& probed);
 
 // resolve_arch("", device_arch(), env_archs(), true): the arch of CompileTarget{} in this
 // process. Cached.

@@ -199,6 +199,7 @@ DeviceBuffer::~DeviceBuffer() {
 Device& Device::instance() {
   // Never destroyed: buffers and modules may outlive static destruction order.
   static Device* device = new Device();
+  initialised_.store(device, std::memory_order_release);
   return *device;
 }
 

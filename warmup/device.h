@@ -43,6 +43,8 @@ class Device {
   // The process-wide device (ordinal $WARMKEY_DEVICE or 0). Never throws: a missing driver or
   // GPU leaves it unavailable with a reason.
   static Device& instance();
+  // The instance when instance() has returned once already, else nullptr (never initialises CUDA).
+  static Device* if_initialised() { return initialised_.load(std::memory_order_acquire); }
 
   bool available() const { return available_; }
   // Creates the primary context now (first use creates it otherwise: cuDevicePrimaryCtxRetain takes
@@ -94,6 +96,7 @@ class Device {
   void make_current() const;  // binds the primary context to the calling thread (creating it first)
   void load(int ordinal);     // fills api_ and the device facts; throws DeviceError
 
+  static inline std::atomic<Device*> initialised_{nullptr};
   struct Api;
   std::unique_ptr<Api> api_;
   bool available_ = false;

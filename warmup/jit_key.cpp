@@ -1,6 +1,8 @@
 // JitKey text, digest, diff, and the NVRTC instantiation generated from it.
 #include "warmup/jit_key.h"
 
+#include <cstdlib>
+
 #include <sstream>
 
 #include "warmup/arch.h"
@@ -68,6 +70,14 @@ std::string JitKey::digest() const { return hex_digest(text()); }
 
 std::ostream& operator<<(std::ostream& os, const JitKey& k) { return os << k.signature_text(); }
 
+bool kernel_options_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("WARMKEY_KERNEL_OPTIONS");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return enabled;
+}
+
 JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
   const KernelDef& def = *bound.kernel;
   JitKey k;
@@ -78,6 +88,8 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
   k.nvrtc_version = target.nvrtc_version;
   k.generator = generator_digest();
   k.options = target.options;
+  if (!def.options.empty() && kernel_options_enabled())
+    k.options.insert(k.options.end(), def.options.begin(), def.options.end());
   k.block = bound.block;
   for (std::size_t i = 0; i < def.constexprs.size(); ++i)
     k.constexprs.emplace_back(def.constexprs[i].name, bound.constexprs[i]);

@@ -57,7 +57,16 @@ struct JitKey {
 
 std::ostream& operator<<(std::ostream& os, const JitKey& k);
 
-// Builds the full JitKey of a bound key under a target.
+// NVRTC's mildest fast-compile level (-Ofast-compile=min, spelt -Ofc=min). No kernel uses it: it cuts
+// a dsv4-flash warmup's NVRTC CPU by 28 % but changes the code (helpers left as calls, dsv4_topk
+// spills to a 288-byte stack), and its GPU times are not measured yet (docs/PERFORMANCE.md,
+// "Per-kernel NVRTC options"). A kernel would opt in through KernelDef::options.
+inline constexpr const char* kFastCompileMin = "-Ofc=min";
+
+// Whether KernelDef::options are applied ($WARMKEY_KERNEL_OPTIONS=0: no). Read once.
+bool kernel_options_enabled();
+
+// Builds the full JitKey of a bound key under a target: the target's options, then the kernel's.
 JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target);
 
 // Field-by-field difference ("param num_tokens: i32:D -> i32"); empty when equal.

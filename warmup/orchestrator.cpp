@@ -224,6 +224,7 @@ nlohmann::json WarmupSummary::to_json() const {
           {"programs", programs},
           {"jobs", jobs},
           {"workers", workers},
+          {"device_arch_from", device_arch_from},
           {"batch", batch},
           {"seconds", seconds},
           {"failures", failures}};

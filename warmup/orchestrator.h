@@ -53,6 +53,9 @@ struct WarmupSummary {
   std::size_t programs = 0;
   int jobs = 0, batch = 0;          // as used (after choosing defaults)
   std::string workers = "threads";  // where NVRTC ran: "threads" or "processes" (CompileWorkers)
+  // How the caller learnt the device's arch: "nvml" (the probe: CUDA initialised beside the
+  // compiles), "cuda" (cuInit first), "none" (no device); empty when the caller did not say.
+  std::string device_arch_from;
   double seconds = 0;
   std::vector<std::string> failures;
 

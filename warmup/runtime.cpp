@@ -291,14 +291,18 @@ struct JitRuntime::WarmState {
 
 namespace {
 // The target arch resolved against the device (warmup/arch.h); throws when the device cannot run it.
-RuntimeOptions with_arch(RuntimeOptions o) {
-  o.target.arch = resolve_arch(o.target.arch, device_arch(), env_archs(), o.compile_only);
+// The device's arch may come from the NVML probe (CUDA not initialised yet): `*probed` says so.
+RuntimeOptions with_arch(RuntimeOptions o, bool* probed, bool* device_expected) {
+  const EarlyDeviceArch device = early_device_arch();
+  o.target.arch = resolve_arch(o.target.arch, device.arch, env_archs(), o.compile_only);
+  *probed = device.probed && !o.compile_only;
+  *device_expected = device.arch.has_value();
   return o;
 }
 }  // namespace
 
 JitRuntime::JitRuntime(RuntimeOptions options)
-    : options_(with_arch(std::move(options))),
+    : options_(with_arch(std::move(options), &arch_probed_, &device_expected_)),
       lock_timeout_(options_.lock_timeout ? *options_.lock_timeout : lock_timeout_from_env()),
       workers_(options_.compile_workers ? *options_.compile_workers : compile_workers_from_env()),
       compiler_(options_.target),
@@ -438,8 +442,15 @@ std::optional<CompiledKernel> JitRuntime::lookup_bundle(const JitKey& jk, std::s
   return CompiledKernel{jk, std::move(digest), it->second.entry.lowered_name, it->second.entry.cubin};
 }
 
+void JitRuntime::confirm_device() const {
+  if (!arch_probed_ || device_confirmed_.load(std::memory_order_acquire)) return;
+  confirm_probed_arch(options_.target.arch);
+  device_confirmed_.store(true, std::memory_order_release);
+}
+
 void JitRuntime::after_resolve(Slot& slot) {
   if (!options_.load_modules || options_.compile_only) return;
+  confirm_device();
   Device& device = Device::instance();
   if (!device.available() || slot.function.load(std::memory_order_acquire) != nullptr) return;
   slot.function.store(device.function(*slot.kernel), std::memory_order_release);
@@ -467,6 +478,7 @@ std::shared_ptr<const CompiledKernel> JitRuntime::ready_entry(const BoundKey& bo
 void JitRuntime::launch(const BoundKey& bound, const LaunchSpec& spec, Stream stream) {
   if (options_.compile_only) throw DeviceError("JitRuntime::launch: this runtime is compile-only (it never launches)");
   Slot& s = resolve(bound, Phase::runtime);
+  confirm_device();
   Device::instance().launch(*s.kernel, s.function, bound, spec, stream);
 }
 
@@ -640,9 +652,12 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
   // automatic: a fork is cheap in a process without a CUDA context (the pool forks before this
   // warmup creates it), and costs tens of ms with one; NVRTC threads slow each other down above a
   // few jobs.
-  const bool uses_device = options_.load_modules && !options_.compile_only && Device::instance().available();
-  const bool cheap_fork = !Device::instance().available() || !Device::instance().has_context();
-  state.result.workers = workers_ != CompileWorkers::automatic ? workers_
+  // Device::instance() is not called here: with an arch from the NVML probe, CUDA initialises on
+  // the context thread, beside the compiles.
+  const bool uses_device = options_.load_modules && !options_.compile_only && device_expected_;
+  const Device* ready = Device::if_initialised();
+  const bool cheap_fork = ready == nullptr || !ready->available() || !ready->has_context();
+  state.result.workers = workers_ != CompileWorkers::automatic   ? workers_
                          : (jobs > kForkAboveJobs || cheap_fork) ? CompileWorkers::processes
                                                                  : CompileWorkers::threads;
   const std::vector<BoundKey> unique = dedup_bound(keys);

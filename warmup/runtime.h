@@ -146,7 +146,13 @@ class JitRuntime {
   void wait_deferred(WarmState& state);
   void wait_claimed(const std::vector<Slot*>& claimed, WarmState& state);
   std::shared_ptr<const CompiledKernel> ready_entry(const BoundKey& bound) const;
+  // With an arch from the NVML probe: checks once, before the first module load or launch, that
+  // CUDA's device has it (DeviceError otherwise).
+  void confirm_device() const;
 
+  bool arch_probed_ = false;      // options_.target.arch came from the NVML probe (set by the constructor)
+  bool device_expected_ = false;  // a device was seen (CUDA or the probe) when the runtime was made
+  mutable std::atomic<bool> device_confirmed_{false};
   RuntimeOptions options_;
   std::chrono::milliseconds lock_timeout_;
   CompileWorkers workers_;

@@ -65,6 +65,10 @@ struct KernelDef {
   // the class; only the binary's identity (BoundKey, JitKey) drops it. Every fold must be shown to
   // leave the machine code unchanged (bench/sass_fold_check.py) and be kept by a test.
   void (*fold)(BoundKey& key) = nullptr;
+  // NVRTC options of this kernel's programs, after the target's (CompileTarget::options); part of
+  // every JitKey of the kernel. $WARMKEY_KERNEL_OPTIONS=0 leaves them out (A/B benchmarks, or to
+  // rule one out): the keys then name other binaries.
+  std::vector<std::string> options = {};
 
   int param_index(std::string_view param_name) const;  // -1 when absent
 };

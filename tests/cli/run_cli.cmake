@@ -2,14 +2,15 @@
 #   -DWARMKEY=<binary> -DARGS=<arguments separated by |> -DEXPECT=ok|fail
 #   [-DMATCH=<text that stdout+stderr must contain>] [-DJSON_NONEMPTY=<member of the stdout JSON
 #   object that must be a non-empty array or object>] [-DJSON_EQ=<member.path=value|...>]
-#   [-DCLEAN=<folder removed before the run>] [-DENV=<NAME=value>]
+#   [-DCLEAN=<folder removed before the run>] [-DENV=<NAME=value|NAME=value...>]
 string(REPLACE "|" ";" args "${ARGS}")
 if(CLEAN)
   file(REMOVE_RECURSE "${CLEAN}")
 endif()
 set(env_cmd)
 if(ENV)
-  set(env_cmd ${CMAKE_COMMAND} -E env "${ENV}")
+  string(REPLACE "|" ";" env_list "${ENV}")
+  set(env_cmd ${CMAKE_COMMAND} -E env ${env_list})
 endif()
 execute_process(COMMAND ${env_cmd} ${WARMKEY} ${args}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

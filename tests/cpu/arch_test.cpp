@@ -194,5 +194,39 @@ TEST(Arch, aRuntimeRefusesABadTargetArchAtConstruction) {
   EXPECT_NE(msg.find("bad architecture 'sm_9'"), std::string::npos) << msg;
 }
 
+TEST(ArchProbe, anArchEveryGpuSharesIsTheDevicesArch) {
+  using Caps = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}}, nullptr, 0), "sm_90");
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}, {9, 0}, {9, 0}, {9, 0}}, nullptr, 3), "sm_90");
+  EXPECT_EQ(arch_from_probe(Caps{{10, 0}, {10, 0}}, nullptr, 1), "sm_100");
+  EXPECT_EQ(arch_from_probe(Caps{{12, 1}}, nullptr, 0), "sm_121");
+}
+
+TEST(ArchProbe, noAnswerWhenCudaCouldPickAnotherArchOrNone) {
+  using Caps = std::vector<std::pair<int, int>>;
+  // A mixed host: CUDA's device order (fastest first) is not NVML's, so the ordinal proves nothing.
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}, {8, 0}}, nullptr, 0), std::nullopt);
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}, {9, 0}, {10, 0}}, nullptr, 0), std::nullopt);
+  // Any device mask, even one naming a GPU of that arch or nothing at all ("": CUDA sees none).
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}}, "", 0), std::nullopt);
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}}, "0", 0), std::nullopt);
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}, {9, 0}}, "GPU-1234", 0), std::nullopt);
+  // No GPU, an ordinal beyond the list ($WARMKEY_DEVICE=2 on two GPUs: Device reports it), a bad one.
+  EXPECT_EQ(arch_from_probe(Caps{}, nullptr, 0), std::nullopt);
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}, {9, 0}}, nullptr, 2), std::nullopt);
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}}, nullptr, -1), std::nullopt);
+  // Nonsense from the library.
+  EXPECT_EQ(arch_from_probe(Caps{{0, 0}}, nullptr, 0), std::nullopt);
+  EXPECT_EQ(arch_from_probe(Caps{{9, -1}}, nullptr, 0), std::nullopt);
+}
+
+TEST(ArchProbe, withoutAProbeAnswerCudaDecides) {
+  // Without WARMKEY_ARCH_PROBE=1 (the default), or without NVML, the early arch is device_arch().
+  if (probed_device_arch()) GTEST_SKIP() << "the probe is on and NVML answers here: " << *probed_device_arch();
+  const EarlyDeviceArch early = early_device_arch();
+  EXPECT_FALSE(early.probed);
+  EXPECT_EQ(early.arch, device_arch());
+}
+
 }  // namespace
 }  // namespace warmkey

@@ -12,6 +12,7 @@
 
 #include "tests/cpu/runtime_axpy.h"
 #include "warmup/bundle.h"
+#include "warmup/compiler.h"
 #include "warmup/disk_cache.h"
 #include "warmup/error.h"
 #include "warmup/le_codec.h"
@@ -171,6 +172,46 @@ TEST(JitKeySensitivity, everyOptionTheArchAndTheNvrtcVersionChangeTheDigestAndTh
     EXPECT_NE(cache.path_for(k), cache.path_for(base));
     EXPECT_TRUE(digests.insert(k.digest()).second) << "digest shared with another perturbation";
     EXPECT_FALSE(diff(base, k).empty());
+  }
+}
+
+// A kernel's own options (KernelDef::options) follow the target's in its keys, so they reach the
+// digest and the compiler: a kernel that adds one names other binaries than one that does not.
+TEST(JitKeySensitivity, aKernelsOwnOptionsFollowTheTargetsAndReachTheDigestAndTheBinary) {
+  ASSERT_TRUE(kernel_options_enabled()) << "run without WARMKEY_KERNEL_OPTIONS=0";
+  KernelDef plain = test_axpy::axpy_def();
+  KernelDef fast = plain;
+  fast.options = {kFastCompileMin};
+  KernelDef other = plain;
+  other.options = {"-Ofc=mid"};
+  const CompileTarget t = target();
+  const JitKey kp = make_jit_key(key(64, 2, plain, DType::f32), t);
+  const JitKey kf = make_jit_key(key(64, 2, fast, DType::f32), t);
+  const JitKey ko = make_jit_key(key(64, 2, other, DType::f32), t);
+  std::vector<std::string> expected = t.options;
+  EXPECT_EQ(kp.options, expected);
+  expected.push_back(kFastCompileMin);
+  EXPECT_EQ(kf.options, expected);
+  EXPECT_NE(kp.digest(), kf.digest());
+  EXPECT_NE(kf.digest(), ko.digest());
+  EXPECT_EQ(diff(kp, kf), std::vector<std::string>{"options differ"});
+  // The compiler receives them: NVRTC accepts the option and makes another cubin.
+  NvrtcCompiler compiler;
+  const JitKey cp = make_jit_key(key(64, 2, plain, DType::f32), compiler.target());
+  const JitKey cf = make_jit_key(key(64, 2, fast, DType::f32), compiler.target());
+  const auto bp = compiler.compile_batch(plain, {cp});
+  const auto bf = compiler.compile_batch(fast, {cf});
+  ASSERT_FALSE(bp[0].cubin->empty());
+  ASSERT_FALSE(bf[0].cubin->empty());
+  EXPECT_NE(*bp[0].cubin, *bf[0].cubin);
+  // An option NVRTC refuses is a compile error naming it.
+  KernelDef bad = plain;
+  bad.options = {"-Ofast-compile=min"};  // NVRTC 13.0 spells it -Ofc
+  try {
+    compiler.compile_batch(bad, {make_jit_key(key(64, 2, bad, DType::f32), compiler.target())});
+    ADD_FAILURE() << "an unknown option compiled";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("-Ofast-compile=min"), std::string::npos) << e.what();
   }
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "warmup/arch.h"
 #include "warmup/device.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
@@ -135,6 +136,21 @@ TEST_F(DeviceTest, aMetaTensorInALaunchThrowsMetaTensorError) {
   a.n = 64;
   LaunchSpec spec = test_axpy::launch_spec(a);
   EXPECT_THROW(rt.launch(bind(test_axpy::axpy_def(), spec), spec, nullptr), MetaTensorError);
+}
+
+TEST_F(DeviceTest, theNvmlProbeNamesCudasArch) {
+  // The arch a warmup starts compiling for before cuInit: on a GPU host with NVML it must be CUDA's.
+  const std::optional<std::string> probed = nvml_device_arch();
+  if (!probed) GTEST_SKIP() << "NVML gives no answer on this host (absent, mixed GPUs or a device mask)";
+  EXPECT_EQ(*probed, dev().arch());
+  EXPECT_NO_THROW(confirm_probed_arch(*probed));
+  const std::string other = *probed == "sm_90" ? "sm_100" : "sm_90";
+  try {
+    confirm_probed_arch(other);
+    ADD_FAILURE() << "a probed arch CUDA does not confirm was accepted";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA's device is " + dev().arch()), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(DeviceTest, warmupLoadsEveryModule) {

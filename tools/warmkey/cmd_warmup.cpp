@@ -32,7 +32,9 @@ int run(const WarmupCliOptions& o) {
   ModelConfig config = load_config(o.config);
   std::optional<std::string> kernel;
   if (!o.kernel.empty()) kernel = o.kernel;
-  const std::optional<std::string> device = device_arch();
+  // The NVML probe when it answers: CUDA then initialises beside the compiles (JitRuntime::warm).
+  const EarlyDeviceArch early = early_device_arch();
+  const std::optional<std::string>& device = early.arch;
   const ArchChoice archs = warmup_archs(o.arch, device);
   WarmupOptions wo;
   wo.jobs = o.jobs;
@@ -56,6 +58,7 @@ int run(const WarmupCliOptions& o) {
     else
       total = std::move(s);
   }
+  total->device_arch_from = !device ? "none" : early.probed ? "nvml" : "cuda";
   const WarmupSummary& s = *total;
   if (o.json) {
     std::cout << s.to_json().dump(2) << "\n";
