@@ -11,7 +11,8 @@
 namespace warmkey::kernels {
 
 // The distinct rep(t * scale) of t = lo .. hi, ascending (what a std::set of them iterates):
-// rep() has five values (1, 2, 16, 2^32, 2^32 + 2), so at most five, held in place.
+// rep() has five values (1, 2, 16, 2^32, 2^32 + 2), so at most five, held in place. (warmup/domain.h's
+// class_reps(lo, hi) is the scale-1 case of a whole range, as a vector.)
 class ClassReps {
  public:
   ClassReps(std::int64_t lo, std::int64_t hi, std::int64_t scale) {
