@@ -205,17 +205,24 @@ std::vector<char> repeated_rows(const std::vector<std::vector<KeyValue>>& rows, 
 }  // namespace
 
 std::vector<CompileKey> KeySpace::enumerate() const {
-  bool has_map = false;
-  std::size_t fields = 0;
+  bool has_map = false, filtered = false;
+  std::size_t fields = 0, leaves = 1;
   std::vector<std::vector<char>> repeated(steps_.size());
   for (std::size_t k = 0; k < steps_.size(); ++k) {
     const Step& s = steps_[k];
     fields += s.fields.size();
     if (s.kind == Step::kMap) has_map = true;
+    if (s.kind == Step::kWhere) filtered = true;
     // Rows agree on the fields they give (a longer row's extra values are never read).
-    if (s.kind == Step::kChoices || s.kind == Step::kZip) repeated[k] = repeated_rows(s.rows, s.fields.size());
+    if (s.kind == Step::kChoices || s.kind == Step::kZip) {
+      repeated[k] = repeated_rows(s.rows, s.fields.size());
+      leaves = std::min<std::size_t>(leaves * s.rows.size(), std::size_t{1} << 16);
+    }
   }
   std::vector<CompileKey> out;
+  // Without filters every row combination is a leaf (repeated rows only make it fewer): one
+  // allocation for the keys instead of a growing vector's (fuzzing enumerates per new config).
+  if (!filtered) out.reserve(leaves);
   CompileKey key(kernel_, {});
   key.fields_.reserve(fields);
   walk(0, key, out, repeated);

@@ -15,6 +15,7 @@
 
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
+#include "kernels/common/value_classes.h"
 #include "warmup/domain.h"
 #include "warmup/source_set.h"
 
@@ -22,6 +23,7 @@ namespace warmkey {
 namespace {
 
 constexpr std::string_view kName = "fused_moe";
+const std::vector<DType> kSortedIdDTypes = {DType::i32};  // the ids of a sorted (not naive) layout
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kMaxTopK = 64;
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: constexprs, bounded
@@ -331,16 +333,16 @@ std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
       const bool naive = naive_allowed && fused_moe_naive(lo, k_route, config.num_physical_experts());
       std::optional<FusedMoeTile> tuned = tuning ? tuning->tile_for(lo, g.n, g.k, g.dtype) : std::nullopt;
       const FusedMoeTile tile = tuned ? *tuned : fused_moe_tile(lo * k_route, e_local, g.dtype);
-      std::set<std::int64_t> nv_reps;
-      for (std::int64_t t = lo; t <= std::min(hi, lo + 31); ++t) nv_reps.insert(rep(t * k_route));
-      const std::vector<DType> id_dtypes = naive ? config.index_dtypes : std::vector<DType>{DType::i32};
+      // NOTES: no containers per bucket (this runs once per bucket of every fuzzed config): the
+      // classes in place, ascending as a std::set gave them; em is {nv} naive, else {16, 2}.
+      const kernels::ClassReps nv_reps(lo, std::min(hi, lo + 31), k_route);
+      const std::vector<DType>& id_dtypes = naive ? config.index_dtypes : kSortedIdDTypes;
       for (std::int64_t nv : nv_reps) {
         for (DType ids : id_dtypes) {
-          const std::vector<std::int64_t> ems =
-              naive ? std::vector<std::int64_t>{nv} : std::vector<std::int64_t>{16, 2};
-          for (std::int64_t em : ems)
-            rows.push_back(
-                {naive, ids, em, nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m, tile.warps, tile.stages});
+          const std::int64_t ems[] = {naive ? nv : 16, 2};
+          for (std::size_t e = 0; e < (naive ? 1u : 2u); ++e)
+            rows.push_back({naive, ids, ems[e], nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m, tile.warps,
+                            tile.stages});
         }
       }
     }
