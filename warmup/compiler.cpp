@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <nvJitLink.h>
 #include <nvrtc.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -493,7 +495,55 @@ bool read_string(int fd, std::string& s) {
 
 }  // namespace
 
+namespace {
+
+// CPU clock ticks (user + sys) a process has used, from /proc/<pid>/stat; -1 when unreadable.
+long long cpu_ticks(pid_t pid) {
+  std::ifstream in(str_cat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  const std::size_t close = stat.rfind(')');  // the command name may hold blanks and parentheses
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string field;
+  long long utime = -1, stime = -1;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15 (1-based): utime, stime
+    if (i == 14) utime = std::atoll(field.c_str());
+    if (i == 15) stime = std::atoll(field.c_str());
+  }
+  return utime < 0 || stime < 0 ? -1 : utime + stime;
+}
+
+// Seconds a forked child may sit without an answer and without using any CPU before it counts as
+// stuck. A compiling child uses CPU all the time; a child that forked while another thread of this
+// process held a lock it then needs (an allocator's, a library's) waits forever and uses none.
+constexpr int kStuckSeconds = 5;
+
+}  // namespace
+
+bool NvrtcCompiler::await_answer(int fd, pid_t pid) {
+  long long last = cpu_ticks(pid);
+  int idle = 0;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, 1000);
+    if (r > 0) return true;  // the answer's first byte, or EOF: read_answer decides
+    if (r < 0 && errno != EINTR) return true;
+    const long long now = cpu_ticks(pid);
+    if (now < 0 || now != last) {  // progress, or no way to tell: keep waiting
+      last = now;
+      idle = 0;
+    } else if (++idle >= kStuckSeconds) {
+      ::kill(pid, SIGKILL);  // its answer then ends at EOF and the caller compiles in-process
+      return false;
+    }
+  }
+}
+
 bool NvrtcCompiler::write_answer(int fd, const KernelDef& def, const std::vector<JitKey>& keys) const {
+  if (const char* hang = std::getenv("WARMKEY_TEST_FORKED_CHILD_HANG"); hang != nullptr && *hang == '1') {
+    for (;;) ::pause();  // test hook: a child that never answers and uses no CPU
+  }
   bool ok = false;
   const std::int64_t programs0 = programs_.load(), instantiations0 = instantiations_.load();
   try {
@@ -557,7 +607,7 @@ std::vector<CompiledKernel> NvrtcCompiler::compile_batch_forked(const KernelDef&
   std::optional<std::vector<CompiledKernel>> out;
   std::exception_ptr error;
   try {
-    out = read_answer(fds[0], keys);
+    if (await_answer(fds[0], pid)) out = read_answer(fds[0], keys);
   } catch (...) {
     error = std::current_exception();
   }
@@ -633,7 +683,8 @@ std::vector<CompiledKernel> NvrtcWorkerPool::compile(int w, const std::vector<st
   if (worker != nullptr && worker->pid > 0) {
     std::vector<std::uint64_t> request{which.size()};
     request.insert(request.end(), which.begin(), which.end());
-    if (send_all(worker->request, request.data(), request.size() * sizeof(std::uint64_t))) {
+    if (send_all(worker->request, request.data(), request.size() * sizeof(std::uint64_t)) &&
+        NvrtcCompiler::await_answer(worker->reply, worker->pid)) {
       if (auto out = compiler_.read_answer(worker->reply, keys)) return std::move(*out);
     }
     // The worker died: reap it, and compile this request and the next ones here.

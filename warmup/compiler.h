@@ -1,6 +1,8 @@
 // NVRTC compiler: many instantiations of one kernel source in one program (name expressions).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -44,8 +46,10 @@ class NvrtcCompiler {
   // touches nothing but NVRTC and this compiler (never CUDA, never the caller's locks). Falls back
   // to compile_batch in this process when fork() fails or the child dies without an answer.
   std::vector<CompiledKernel> compile_batch_forked(const KernelDef& def, const std::vector<JitKey>& keys) const;
-  // Children that died without an answer (compile_batch_forked or an NvrtcWorkerPool then compiled
-  // in this process).
+  // Children that died without an answer, or were stuck (no answer and no CPU used for 5 s: a child
+  // forked while another thread of this process held a lock it needs, e.g. a sanitizer allocator's,
+  // never runs again; it is killed). compile_batch_forked or an NvrtcWorkerPool then compiled in
+  // this process.
   std::int64_t forked_fallbacks() const { return fallbacks_.load(); }
   // The full NVRTC program text for keys (for logs and tests).
   static std::string program_source(const KernelDef& def, const std::vector<JitKey>& keys);
@@ -79,6 +83,9 @@ class NvrtcCompiler {
   // A child's answer to one request (compile_batch's result or error, and its counters) read from
   // `fd`, turned into compile_batch's return value or exception; nullopt when the child died.
   std::optional<std::vector<CompiledKernel>> read_answer(int fd, const std::vector<JitKey>& keys) const;
+  // Waits until `fd` has the child's answer (or EOF): true. False after killing a stuck child (no
+  // answer, no CPU used for 5 s). $WARMKEY_TEST_FORKED_CHILD_HANG=1 makes children hang (tests).
+  static bool await_answer(int fd, pid_t pid);
   // compile_batch for a child: writes its answer to `fd`; false when the pipe broke.
   bool write_answer(int fd, const KernelDef& def, const std::vector<JitKey>& keys) const;
   CompileTarget target_;

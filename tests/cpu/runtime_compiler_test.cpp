@@ -248,6 +248,29 @@ TEST(NvrtcCompiler, forkedCompilesFromManyThreadsAllSucceed) {
   EXPECT_EQ(c.forked_fallbacks(), 0);
 }
 
+// A child that never answers and uses no CPU (as one forked while another thread held a lock it
+// needs) is killed after 5 s, and the program is compiled in this process: same result.
+TEST(NvrtcCompiler, aStuckForkedChildIsKilledAndTheProgramCompiledHere) {
+  NvrtcCompiler c;
+  const std::vector<JitKey> keys = scale_keys(c, 2);
+  const std::vector<CompiledKernel> here = c.compile_batch(axpy_def(), keys);
+  ::setenv("WARMKEY_TEST_FORKED_CHILD_HANG", "1", 1);
+  std::vector<CompiledKernel> forked;
+  try {
+    forked = c.compile_batch_forked(axpy_def(), keys);
+  } catch (...) {
+    ::unsetenv("WARMKEY_TEST_FORKED_CHILD_HANG");
+    throw;
+  }
+  ::unsetenv("WARMKEY_TEST_FORKED_CHILD_HANG");
+  EXPECT_EQ(c.forked_fallbacks(), 1);
+  ASSERT_EQ(forked.size(), here.size());
+  for (std::size_t i = 0; i < here.size(); ++i) {
+    EXPECT_EQ(*forked[i].cubin, *here[i].cubin);
+    EXPECT_EQ(forked[i].lowered_name, here[i].lowered_name);
+  }
+}
+
 TEST(NvrtcWorkerPool, workersCompileRequestsAndADeadWorkerFallsBackInProcess) {
   NvrtcCompiler c;
   const std::vector<JitKey> keys = scale_keys(c, 4);
