@@ -91,7 +91,7 @@ void swiglu_limit_tokens(const ModelConfig& c, std::string& out) {
 // [lo, hi] (the last ends at M) warms the classes of T = lo .. min(hi, lo + 31). With U the union of
 // every GEMM's cuts and L the last start U gives below M, each GEMM's starts are the ones <= L,
 // and min(M, lo + 31) follows from L and min(M - L, 31): those two are the signature.
-void bucket_signature(std::vector<std::int64_t> cuts, std::int64_t m, std::string& out) {
+void bucket_signature(const std::vector<std::int64_t>& cuts, std::int64_t m, std::string& out) {
   std::int64_t last = 1;
   for (std::int64_t b : cuts) {
     if (b + 1 <= m) last = std::max(last, b + 1);
@@ -111,14 +111,14 @@ void fused_moe_tokens(const ModelConfig& c, std::string& out) {
       cuts.insert(cuts.end(), t.begin(), t.end());
     }
   }
-  bucket_signature(std::move(cuts), c.max_num_batched_tokens, out);
+  bucket_signature(cuts, c.max_num_batched_tokens, out);
 }
 void nvfp4_moe_tokens(const ModelConfig& c, std::string& out) {
   const std::int64_t k = c.num_experts_per_tok;
   std::vector<std::int64_t> cuts = nvfp4_moe_token_boundaries(k, c.num_local_experts());
   const std::vector<std::int64_t> naive = nvfp4_moe_token_boundaries(k, c.num_physical_experts());
   cuts.insert(cuts.end(), naive.begin(), naive.end());
-  bucket_signature(std::move(cuts), c.max_num_batched_tokens, out);
+  bucket_signature(cuts, c.max_num_batched_tokens, out);
 }
 
 constexpr std::uint8_t kTriton = 1, kBatched = 2, kNvfp4 = 4, kMegamoe = 8;  // bits of kBackendNames
