@@ -181,12 +181,14 @@ std::optional<std::vector<std::pair<int, int>>> nvml_capabilities() {
   return out;
 }
 
+// The ordinal CUDA's device will have, or -1 for a value Device reports as bad (the probe then
+// names no arch and the warmup learns it from CUDA, which raises that error).
 int ordinal_or_minus_one() {
-  const char* v = std::getenv("WARMKEY_DEVICE");
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  return (*end != '\0' || n < 0 || n > 1024) ? -1 : static_cast<int>(n);  // Device reports a bad value
+  try {
+    return device_ordinal();
+  } catch (const DeviceError&) {
+    return -1;
+  }
 }
 
 }  // namespace

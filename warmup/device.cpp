@@ -96,16 +96,6 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.event_destroy, {"cuEventDestroy_v2"});
 }
 
-// $WARMKEY_DEVICE, or 0.
-int device_ordinal() {
-  const char* v = std::getenv("WARMKEY_DEVICE");
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < 0 || n > 1024) throw DeviceError(str_cat("WARMKEY_DEVICE='", v, "' is not a device ordinal"));
-  return static_cast<int>(n);
-}
-
 // Kernel arguments in the layout cuLaunchKernel reads: one 8-byte slot per parameter.
 struct PackedArgs {
   std::array<std::uint64_t, kMaxParams> slots{};
@@ -201,6 +191,15 @@ Device& Device::instance() {
   static Device* device = new Device();
   initialised_.store(device, std::memory_order_release);
   return *device;
+}
+
+int device_ordinal() {
+  const char* v = std::getenv("WARMKEY_DEVICE");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > 1024) throw DeviceError(str_cat("WARMKEY_DEVICE='", v, "' is not a device ordinal"));
+  return static_cast<int>(n);
 }
 
 Device::Device() : api_(std::make_unique<Api>()) {

@@ -38,6 +38,10 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// The device ordinal $WARMKEY_DEVICE names, or 0 when it is unset or empty; a value that is not an
+// ordinal (0-1024) is a DeviceError naming it.
+int device_ordinal();
+
 class Device {
  public:
   // The process-wide device (ordinal $WARMKEY_DEVICE or 0). Never throws: a missing driver or

@@ -10,6 +10,7 @@
 #include "tests/cpu/runtime_axpy.h"
 #include "warmup/arch.h"
 #include "warmup/compiler.h"
+#include "warmup/device.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
@@ -218,6 +219,33 @@ TEST(ArchProbe, noAnswerWhenCudaCouldPickAnotherArchOrNone) {
   // Nonsense from the library.
   EXPECT_EQ(arch_from_probe(Caps{{0, 0}}, nullptr, 0), std::nullopt);
   EXPECT_EQ(arch_from_probe(Caps{{9, -1}}, nullptr, 0), std::nullopt);
+}
+
+// $WARMKEY_DEVICE as both Device and the probe read it (one parser): unset or empty is 0, a bad
+// value a DeviceError naming it. Restores the variable the test process started with.
+TEST(DeviceOrdinal, readsWarmkeyDeviceAndNamesABadValue) {
+  const char* before = std::getenv("WARMKEY_DEVICE");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  ::unsetenv("WARMKEY_DEVICE");
+  EXPECT_EQ(device_ordinal(), 0);
+  ::setenv("WARMKEY_DEVICE", "", 1);
+  EXPECT_EQ(device_ordinal(), 0);
+  ::setenv("WARMKEY_DEVICE", "3", 1);
+  EXPECT_EQ(device_ordinal(), 3);
+  for (const char* bad : {"-1", "1025", "1x", "gpu0"}) {
+    ::setenv("WARMKEY_DEVICE", bad, 1);
+    try {
+      (void)device_ordinal();
+      ADD_FAILURE() << "WARMKEY_DEVICE='" << bad << "' was accepted";
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("WARMKEY_DEVICE='") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+  if (saved) {
+    ::setenv("WARMKEY_DEVICE", saved->c_str(), 1);
+  } else {
+    ::unsetenv("WARMKEY_DEVICE");
+  }
 }
 
 TEST(ArchProbe, withoutAProbeAnswerCudaDecides) {
