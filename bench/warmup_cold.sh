@@ -28,6 +28,12 @@ trap 'rm -rf "$work"' EXIT
 # One JSON field of the summary (a number), and one string field.
 field() { sed -n "s/^  \"$1\": \\([0-9.]*\\).*/\\1/p" "$2" | head -n 1; }
 sfield() { sed -n "s/^  \"$1\": \"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
+# One point of the summary's timeline (seconds since the process started), "-" when null.
+tfield() {
+  local v
+  v=$(sed -n "s/^    \"$1\": \\([0-9.]*\\).*/\\1/p" "$2" | head -n 1)
+  echo "${v:--}"
+}
 
 echo "# cold warmup of config '$config' ($("$warmkey" --version 2>/dev/null || echo warmkey))"
 echo "# host: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
@@ -35,7 +41,12 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); load before: $(cut -d' ' -f1-3 /proc/l
 echo "# CUDA_CACHE_DISABLE=1, fresh CUDA_CACHE_PATH and --cache-dir per run; flags: ${extra[*]:-(none)}"
 # warmup_s: the summary's own seconds (plan to loaded modules); arch: how the device's arch was
 # learnt (nvml: CUDA started beside the compiles; cuda: cuInit first; none: no device).
-printf '%5s %8s %8s %9s %9s %6s %9s %9s %6s %6s %5s %s\n' jobs wall_s cpu_s warmup_s ms/key keys compiled programs batch failed arch runs_wall
+# began .. summary: the median run's timeline, seconds since the process started (the summary's
+# "timeline"): the warmup began (after exec, libraries, the arch and the plan), every key settled,
+# the context was ready ("-": none), the modules loaded, the summary printed; the rest of wall_s
+# is the process's teardown.
+printf '%5s %8s %8s %9s %9s %6s %9s %9s %6s %6s %5s %6s %7s %7s %6s %7s %s\n' jobs wall_s cpu_s warmup_s ms/key keys \
+  compiled programs batch failed arch began settled context loaded summary runs_wall
 for jobs in "${jobs_list[@]}"; do
   rows=()
   for ((r = 0; r < repeat; ++r)); do
@@ -52,15 +63,16 @@ for jobs in "${jobs_list[@]}"; do
     }
     read -r wall user sys < "$run/time.txt"
     cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
-    rows+=("$wall $cpu $(field keys "$run/out.json") $(field compiled "$run/out.json") $(field programs "$run/out.json") $(field batch "$run/out.json") $(field failed "$run/out.json") $(field seconds "$run/out.json") $(sfield device_arch_from "$run/out.json")")
+    rows+=("$wall $cpu $(field keys "$run/out.json") $(field compiled "$run/out.json") $(field programs "$run/out.json") $(field batch "$run/out.json") $(field failed "$run/out.json") $(field seconds "$run/out.json") $(sfield device_arch_from "$run/out.json") $(tfield began "$run/out.json") $(tfield settled "$run/out.json") $(tfield context_ready "$run/out.json") $(tfield loaded "$run/out.json") $(tfield summary "$run/out.json")")
     rm -rf "$run/cache" "$run/cuda-cache"
   done
   walls=$(printf '%s\n' "${rows[@]}" | awk '{ printf "%s%s", sep, $1; sep = "," }')
   median=$(printf '%s\n' "${rows[@]}" | sort -n -k1,1 | sed -n "$(((repeat + 1) / 2))p")
-  read -r wall cpu keys compiled programs batch failed warm_s arch_from <<< "$median"
+  read -r wall cpu keys compiled programs batch failed warm_s arch_from t_began t_settled t_context t_loaded t_summary <<< "$median"
   per_key=$(awk -v w="$wall" -v k="$compiled" 'BEGIN { printf "%.1f", (k > 0 ? 1000 * w / k : 0) }')
-  printf '%5s %8s %8s %9.3f %9s %6s %9s %9s %6s %6s %5s %s\n' "$jobs" "$wall" "$cpu" "$warm_s" "$per_key" "$keys" \
-    "$compiled" "$programs" "$batch" "$failed" "${arch_from:--}" "$walls"
+  printf '%5s %8s %8s %9.3f %9s %6s %9s %9s %6s %6s %5s %6s %7s %7s %6s %7s %s\n' "$jobs" "$wall" "$cpu" "$warm_s" \
+    "$per_key" "$keys" "$compiled" "$programs" "$batch" "$failed" "${arch_from:--}" "$t_began" "$t_settled" \
+    "$t_context" "$t_loaded" "$t_summary" "$walls"
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -59,8 +59,9 @@ std::ostream& operator<<(std::ostream& os, const JitKey& k);
 
 // NVRTC's mildest fast-compile level (-Ofast-compile=min, spelt -Ofc=min). No kernel uses it: it cuts
 // a dsv4-flash warmup's NVRTC CPU by 28 % but changes the code (helpers left as calls, dsv4_topk
-// spills to a 288-byte stack), and its GPU times are not measured yet (docs/PERFORMANCE.md,
-// "Per-kernel NVRTC options"). A kernel would opt in through KernelDef::options.
+// spills to a 288-byte stack), and on the H200 four of the five kernels tried ran 1.1-1.8x slower
+// with it, the fifth (moe_mul_sum) no faster (docs/PERFORMANCE.md, "-Ofc=min on the GPU"). A kernel
+// would opt in through KernelDef::options.
 inline constexpr const char* kFastCompileMin = "-Ofc=min";
 
 // Whether KernelDef::options are applied ($WARMKEY_KERNEL_OPTIONS=0: no). Read once.

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -183,6 +185,7 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
       bar->update(done, total, kernel);
     };
   }
+  const double began = seconds_since_process_start();
   auto start = std::chrono::steady_clock::now();
   WarmResult r = rt.warm(keys, jobs, batch, progress);
   auto stop = std::chrono::steady_clock::now();
@@ -205,8 +208,51 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
   s.workers = compile_workers_name(r.workers);
   s.batch = batch > 0 ? batch : static_cast<int>(auto_batch(r.compiled + r.failed, jobs));
   s.seconds = std::chrono::duration<double>(stop - start).count();
+  if (began >= 0) {
+    s.timeline.began = began;
+    s.timeline.settled = began + r.settled_at;
+    if (r.context_at >= 0) s.timeline.context_ready = began + r.context_at;
+    s.timeline.loaded = began + r.loaded_at;
+  }
   s.failures = r.failures;
   return s;
+}
+
+double seconds_since_process_start() {
+  // Field 22 of /proc/self/stat (after the parenthesised command name, which may hold spaces) is
+  // the start time in clock ticks since boot; CLOCK_BOOTTIME counts from the same boot.
+  std::FILE* f = std::fopen("/proc/self/stat", "r");
+  if (f == nullptr) return -1;
+  char buf[1024];
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  unsigned long long start_ticks = 0;
+  // After ") ": state (field 3), then fields 4..21, then starttime (field 22).
+  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                  &start_ticks) != 1)
+    return -1;
+  const long hz = sysconf(_SC_CLK_TCK);
+  timespec now{};
+  if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
+  const double since = static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9 -
+                       static_cast<double>(start_ticks) / static_cast<double>(hz);
+  return since >= 0 ? since : -1;
+}
+
+nlohmann::json WarmupSummary::timeline_json() const {
+  // Rounded to the millisecond; unknown points are null.
+  auto at = [](double s) -> nlohmann::json {
+    if (s < 0) return nullptr;
+    return std::round(s * 1000.0) / 1000.0;
+  };
+  return {{"began", at(timeline.began)},
+          {"settled", at(timeline.settled)},
+          {"context_ready", at(timeline.context_ready)},
+          {"loaded", at(timeline.loaded)},
+          {"summary", at(timeline.summary_at)}};
 }
 
 nlohmann::json WarmupSummary::to_json() const {
@@ -227,6 +273,7 @@ nlohmann::json WarmupSummary::to_json() const {
           {"device_arch_from", device_arch_from},
           {"batch", batch},
           {"seconds", seconds},
+          {"timeline", timeline_json()},
           {"failures", failures}};
 }
 
@@ -256,6 +303,11 @@ void WarmupSummary::add(const WarmupSummary& o) {
   programs += o.programs;
   batch = std::max(batch, o.batch);
   seconds += o.seconds;
+  // The first arch's warmup began first; the last one's points are the later ones.
+  if (timeline.began < 0) timeline.began = o.timeline.began;
+  timeline.settled = o.timeline.settled;
+  if (o.timeline.context_ready >= 0) timeline.context_ready = o.timeline.context_ready;
+  timeline.loaded = o.timeline.loaded;
   failures.insert(failures.end(), o.failures.begin(), o.failures.end());
 }
 

@@ -57,13 +57,26 @@ struct WarmupSummary {
   // compiles), "cuda" (cuInit first), "none" (no device); empty when the caller did not say.
   std::string device_arch_from;
   double seconds = 0;
+  // Where a warmup's time went (to_json's "timeline"), in seconds since the process started
+  // (exec, shared libraries and everything before the warmup included; -1 where unknown): the
+  // warmup began; every key was settled (compiled, found or failed); the device's context was
+  // ready (-1: none was created); the modules were loaded (the warmup ended); and, set by the
+  // caller when it prints the summary, `summary_at` (what follows it is the process's teardown).
+  struct Timeline {
+    double began = -1, settled = -1, context_ready = -1, loaded = -1, summary_at = -1;
+  } timeline;
   std::vector<std::string> failures;
 
   nlohmann::json to_json() const;
+  nlohmann::json timeline_json() const;
   std::string to_text() const;
   // Adds the counters, seconds and failures of a summary of the same config for another arch.
   void add(const WarmupSummary& other);
 };
+
+// Seconds since this process started (Linux: /proc/self/stat's start time against CLOCK_BOOTTIME,
+// so 10 ms steps); -1 where the system does not say.
+double seconds_since_process_start();
 
 // Compiles (or finds) every key of the plan. Compile failures are counted, not thrown.
 WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& options = {});

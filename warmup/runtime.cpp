@@ -3,6 +3,7 @@
 #include "warmup/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <unordered_set>
@@ -253,14 +254,18 @@ struct JitRuntime::WarmState {
   // workers are forked: a fork of a process holding a CUDA context costs tens of ms).
   bool want_context = false;
   std::thread context;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double context_at = -1;  // written by the context thread, read after joining it
+  double since_start() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
   void start_context() {
     if (!want_context || context.joinable()) return;
-    context = std::thread([] {
+    context = std::thread([this] {
       try {
         Device::instance().prepare();
       } catch (...) {
         // The first module load reports it (after_resolve).
       }
+      context_at = since_start();
     });
   }
 
@@ -721,8 +726,10 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
       // A key whose JitKey cannot be built already failed above.
     }
   }
+  state.result.settled_at = state.since_start();
   state.start_context();  // when nothing was compiled
   if (state.context.joinable()) state.context.join();
+  state.result.context_at = state.context_at;
   for (Slot* s : state.resolved) {
     try {
       after_resolve(*s);
@@ -731,6 +738,7 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
                    str_cat("loading the module of ", s->kernel->key.signature_text(), ": ", e.what()));
     }
   }
+  state.result.loaded_at = state.since_start();
   if (state.progress_error) std::rethrow_exception(state.progress_error);
   return std::move(state.result);
 }

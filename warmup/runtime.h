@@ -70,6 +70,9 @@ struct WarmResult {
   std::size_t from_other_process = 0;                // disk hits another process compiled while we waited for its lock
   CompileWorkers workers = CompileWorkers::threads;  // where NVRTC ran (threads or processes)
   std::vector<std::string> failures;                 // one message per failed key (JitKey + NVRTC log)
+  // Where the call's time went, in seconds since it began: every key settled (compiled, found or
+  // failed), the device's context ready (-1: none was created by this call), modules loaded.
+  double settled_at = 0, context_at = -1, loaded_at = 0;
 };
 
 class JitRuntime {

@@ -2,9 +2,11 @@
 // key in errors; run_warmup compiles through the runtime, counts failures and summarises.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -181,6 +183,15 @@ TEST(RunWarmup, compilesEveryKeyThenHitsL1) {
   EXPECT_EQ(s.batch, 1);  // auto_batch(3 keys, 2 jobs): four programs per job wanted, one key each
   EXPECT_EQ(s.programs, 3U);
   EXPECT_EQ(s.archs, std::vector<std::string>{rt.target().arch});
+  // The timeline: points since the process started, in order; no device here, so no context.
+  ASSERT_GE(s.timeline.began, 0.0);
+  EXPECT_LE(s.timeline.began, seconds_since_process_start());
+  EXPECT_GE(s.timeline.settled, s.timeline.began);
+  EXPECT_GE(s.timeline.loaded, s.timeline.settled);
+  EXPECT_LE(s.timeline.loaded - s.timeline.began, s.seconds + 1e-6);
+  EXPECT_EQ(s.timeline.context_ready, -1.0);
+  EXPECT_TRUE(s.to_json()["timeline"]["context_ready"].is_null());
+  EXPECT_TRUE(s.to_json()["timeline"]["summary"].is_null());  // the caller sets it when printing
 
   WarmupSummary again = run_warmup(p, rt, o);
   EXPECT_EQ(again.compiled, 0U);
@@ -253,6 +264,31 @@ TEST(WarmupSummary, addSumsTheSummariesOfSeveralArchitectures) {
   EXPECT_EQ(a.to_json()["archs"], nlohmann::json::array({"sm_90", "sm_100"}));
 }
 
+TEST(ProcessClock, countsFromTheProcessesStart) {
+  const double a = seconds_since_process_start();
+  ASSERT_GE(a, 0.0);
+  // The test binary started before this test and less than a day ago.
+  EXPECT_LT(a, 86400.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const double b = seconds_since_process_start();
+  EXPECT_GE(b - a, 0.029);  // the start is fixed; now has nanosecond steps
+}
+
+TEST(WarmupSummary, theTimelineOfSeveralArchitecturesSpansThemAll) {
+  WarmupSummary a, b;
+  a.timeline = {1.0, 2.0, 1.5, 2.5, -1};
+  b.timeline = {2.6, 3.0, -1, 3.2, -1};
+  a.add(b);
+  EXPECT_EQ(a.timeline.began, 1.0);
+  EXPECT_EQ(a.timeline.settled, 3.0);
+  EXPECT_EQ(a.timeline.context_ready, 1.5);  // the second runtime reused the context
+  EXPECT_EQ(a.timeline.loaded, 3.2);
+  a.timeline.summary_at = 3.25;
+  nlohmann::json t = a.to_json()["timeline"];
+  EXPECT_EQ(t["began"], 1.0);
+  EXPECT_EQ(t["summary"], 3.25);
+}
+
 TEST(WarmupSummary, jsonHasEveryCounter) {
   WarmupSummary s;
   s.config = "tiny";
@@ -263,7 +299,7 @@ TEST(WarmupSummary, jsonHasEveryCounter) {
   s.failures = {"boom"};
   nlohmann::json j = s.to_json();
   for (const char* f : {"config", "archs", "kernels", "keys", "compiled", "l1_hits", "disk_hits", "bundle_hits",
-                        "failed", "programs", "seconds", "failures"}) {
+                        "failed", "programs", "seconds", "timeline", "failures"}) {
     EXPECT_TRUE(j.contains(f)) << f;
   }
   EXPECT_EQ(j["config"], "tiny");

@@ -59,6 +59,7 @@ int run(const WarmupCliOptions& o) {
       total = std::move(s);
   }
   total->device_arch_from = !device ? "none" : early.probed ? "nvml" : "cuda";
+  total->timeline.summary_at = seconds_since_process_start();
   const WarmupSummary& s = *total;
   if (o.json) {
     std::cout << s.to_json().dump(2) << "\n";
