@@ -64,7 +64,9 @@ class TracingDraw final : public spaces::Draw {
 // the runtime input is read from the bytes after. A draw hit skips warmup_keys() and the set.
 // A new config whose projection on the kernel's warmup-key fields (equivalence/config_projection.h)
 // was seen before shares that config's warm set: the same keys (the projection property), so the
-// same verdicts; only its name (in reports) and the runtime input's draws are its own.
+// same verdicts; only its name (in reports) and the runtime input's draws are its own. A new
+// projection whose warmup identity (the kernel's, where it declares one) was seen before shares
+// that set too, for the same reason (the identity property).
 struct FuzzState {
   // Past this many keys and byte prefixes in all, the oldest warm sets are dropped, one or two per
   // new config: bounded memory without a pause (dropping thousands of sets at once once stalled an
@@ -73,25 +75,37 @@ struct FuzzState {
   // 100,000 runs (ASan quarantine included), and evicting less spares recomputing warmup_keys.
   static constexpr std::size_t kMaxKeys = std::size_t{1} << 17;
 
-  // One decoded config: its warm set (shared by the configs of one projection) and the byte
-  // prefixes that decode to it.
+  // A warm set and, when it was made for a new identity, that identity (a key of by_identity).
+  struct Set {
+    std::shared_ptr<const WarmSet> warm;
+    const std::string* identity = nullptr;
+  };
+  // One decoded config: its warm set (shared by the configs of one projection or identity) and the
+  // byte prefixes that decode to it.
   struct Entry {
     ModelConfig config;
-    std::shared_ptr<const WarmSet> warm;
-    std::optional<std::string> projection;  // the key of warm in by_projection, when shared
+    Set set;
+    std::optional<std::string> projection;  // the key of the set in by_projection, when shared
     std::vector<std::string> prefixes;
+  };
+  // The set of a projection and the configs (entries) of that projection.
+  struct Projected {
+    Set set;
+    std::size_t configs = 0;
   };
 
   const spaces::InputSpace* space = nullptr;
   const Kernel* kernel = nullptr;
   std::unique_ptr<Kernel> planted;  // WARMKEY_FUZZ_MUTANT's mutant, when it names one of this kernel
-  // The kernel's warmup-key fields; nullopt (a set per config) without a declaration or with a
-  // planted mutant (which may read other fields than the contract it mutates).
+  // The kernel's warmup-key fields and identity; nullopt and nullptr (a set per config) without a
+  // declaration or with a planted mutant (which may read other fields than the contract it mutates).
   std::optional<KeyFields> fields;
+  WarmupIdentity identity = nullptr;
   WarmupMemo memo;
   std::unordered_map<std::string, Entry, TransparentHash, std::equal_to<>> by_trace;
   std::unordered_map<std::string, const Entry*, TransparentHash, std::equal_to<>> by_prefix;
-  std::unordered_map<std::string, std::shared_ptr<const WarmSet>, TransparentHash, std::equal_to<>> by_projection;
+  std::unordered_map<std::string, Projected, TransparentHash, std::equal_to<>> by_projection;
+  std::unordered_map<std::string, std::shared_ptr<const WarmSet>, TransparentHash, std::equal_to<>> by_identity;
   // The distinct prefix lengths of by_prefix (or once in it), the most often hit first: an input's
   // first bytes match at most one stored prefix (decoding reads its bytes in order and stops where
   // that prefix's decoding stopped), so the order only decides how soon the lookup finds it.
@@ -99,7 +113,7 @@ struct FuzzState {
   std::deque<std::string> order;  // by_trace's ids, oldest first
   std::size_t keys = 0;           // warmup keys of the sets, plus one per set, per config and per prefix
   // Counters (WARMKEY_FUZZ_STATS=1 prints them at exit).
-  std::size_t hits = 0, trace_hits = 0, misses = 0, projection_hits = 0, evicted = 0;
+  std::size_t hits = 0, trace_hits = 0, misses = 0, projection_hits = 0, identity_hits = 0, evicted = 0;
 
   // The config whose first bytes the input starts with, and their count; nullptr if none yet.
   std::pair<const Entry*, std::size_t> find(const std::uint8_t* data, std::size_t size) const {
@@ -123,6 +137,29 @@ struct FuzzState {
     return {nullptr, 0};
   }
 
+  // The warm set of a new projection (or of a config without one): the set of an equal identity,
+  // else a new one.
+  Set set_for(const ModelConfig& config, bool projected) {
+    std::string id;
+    if (projected && identity != nullptr && identity(config, id)) {
+      auto it = by_identity.find(id);
+      if (it != by_identity.end()) {
+        ++identity_hits;
+        return {it->second, &it->first};
+      }
+      auto warm = make_set(config);
+      it = by_identity.emplace(std::move(id), warm).first;
+      return {std::move(warm), &it->first};
+    }
+    return {make_set(config), nullptr};
+  }
+
+  std::shared_ptr<const WarmSet> make_set(const ModelConfig& config) {
+    auto warm = std::make_shared<const WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
+    keys += warm->keys().size() + 1;
+    return warm;
+  }
+
   // The entry of the config decoded from the input's first config_bytes bytes, whose draws gave
   // `trace`; made from `config` when no earlier input's draws gave the same.
   const Entry& add(const std::uint8_t* data, std::size_t size, std::size_t config_bytes, std::string trace,
@@ -136,15 +173,17 @@ struct FuzzState {
       Entry e;
       if (fields) e.projection = project(config, *fields);
       if (e.projection) {
-        if (auto p = by_projection.find(*e.projection); p != by_projection.end()) {
+        auto p = by_projection.find(*e.projection);
+        if (p != by_projection.end()) {
           ++projection_hits;
-          e.warm = p->second;
+        } else {
+          Set set = set_for(config, /*projected=*/true);
+          p = by_projection.emplace(*e.projection, Projected{std::move(set), 0}).first;
         }
-      }
-      if (!e.warm) {
-        e.warm = std::make_shared<const WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
-        keys += e.warm->keys().size() + 1;
-        if (e.projection) by_projection.emplace(*e.projection, e.warm);
+        ++p->second.configs;
+        e.set = p->second.set;
+      } else {
+        e.set = set_for(config, /*projected=*/false);
       }
       e.config = std::move(config);
       ++keys;
@@ -167,11 +206,15 @@ struct FuzzState {
       Entry& e = old->second;
       keys -= 1 + e.prefixes.size();
       for (const std::string& p : e.prefixes) by_prefix.erase(p);
-      // The set goes with its last config (by_projection holds one more reference).
-      const bool shared = e.projection.has_value();
-      if (e.warm.use_count() == (shared ? 2 : 1)) {
-        keys -= e.warm->keys().size() + 1;
-        if (shared) by_projection.erase(*e.projection);
+      // A projection goes with its last config; the set with its last projection or config (the
+      // projection's entry and by_identity hold one more reference each).
+      if (e.projection) {
+        auto p = by_projection.find(*e.projection);
+        if (--p->second.configs == 0) by_projection.erase(p);
+      }
+      if (e.set.warm.use_count() == (e.set.identity != nullptr ? 2 : 1)) {
+        keys -= e.set.warm->keys().size() + 1;
+        if (e.set.identity != nullptr) by_identity.erase(by_identity.find(*e.set.identity));
       }
       by_trace.erase(old);
       order.pop_front();
@@ -180,7 +223,10 @@ struct FuzzState {
 };
 
 FuzzState& state_of(std::string_view kernel) {
-  static std::unordered_map<std::string, std::unique_ptr<FuzzState>, TransparentHash, std::equal_to<>> states;
+  // Never destroyed: freeing the warm sets, configs and prefixes at exit took 6 % of a 40,000-run
+  // fused_moe process's CPU time (perf), and the process is ending anyway.
+  static auto& states =
+      *new std::unordered_map<std::string, std::unique_ptr<FuzzState>, TransparentHash, std::equal_to<>>();
   static std::pair<std::string, FuzzState*> last;  // a harness asks for one kernel, input after input
   if (last.second != nullptr && last.first == kernel) return *last.second;
   static const bool print_stats = [] {
@@ -190,9 +236,10 @@ FuzzState& state_of(std::string_view kernel) {
         for (auto& [name, st] : states)
           std::fprintf(stderr,
                        "warmkey fuzz stats: %s: config prefixes hit %zu, configs hit by their draws %zu, new %zu "
-                       "(of which sharing the warm set of an equal projection %zu), evicted %zu, memo keys %zu\n",
-                       name.c_str(), st->hits, st->trace_hits, st->misses, st->projection_hits, st->evicted,
-                       st->memo.size());
+                       "(of which sharing the warm set of an equal projection %zu, of an equal warmup identity %zu), "
+                       "evicted %zu, memo keys %zu\n",
+                       name.c_str(), st->hits, st->trace_hits, st->misses, st->projection_hits, st->identity_hits,
+                       st->evicted, st->memo.size());
       });
     }
     return true;
@@ -216,7 +263,10 @@ FuzzState& state_of(std::string_view kernel) {
       st->planted = mutant->make(row->contract());
       st->kernel = st->planted.get();
     }
-    if (!st->planted) st->fields = warmup_key_fields(kernel);
+    if (!st->planted) {
+      st->fields = warmup_key_fields(kernel);
+      st->identity = warmup_identity(kernel);
+    }
     it = states.emplace(std::string(kernel), std::move(st)).first;
   }
   last = {it->first, it->second.get()};
@@ -242,7 +292,7 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
     config_bytes = d.consumed();
     found = &st.add(data, size, config_bytes, traced.take_trace(), std::move(decoded));
   }
-  const WarmSet& warm = *found->warm;
+  const WarmSet& warm = *found->set.warm;
   const ModelConfig& config = found->config;
   std::vector<Violation> out;
   if (!warm.used()) return warm.warmup_violations();
