@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <exception>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -121,6 +122,47 @@ void nvfp4_moe_tokens(const ModelConfig& c, std::string& out) {
   bucket_signature(cuts, c.max_num_batched_tokens, out);
 }
 
+// fused_moe's identity: used_by() (has_backend("triton") and the GEMMs, which are the plan's parts)
+// and the WarmupPlan warmup_keys() enumerates, each part's GEMM fields and buckets; the index dtypes
+// only when a bucket is naive (keys_of() reads them for naive buckets only).
+bool fused_moe_identity(const ModelConfig& c, std::string& out) {
+  const bool triton = c.has_backend("triton");
+  put(out, triton);
+  if (!triton) return true;
+  FusedMoe::WarmupPlan plan;
+  try {
+    plan = FusedMoe::warmup_plan(c);
+  } catch (const std::exception&) {
+    return false;  // warmup_keys() throws too: its own set reports it
+  }
+  bool naive = false;
+  put(out, plan.has_bias);
+  put(out, static_cast<std::int64_t>(plan.parts.size()));
+  for (const FusedMoe::WarmupPart& part : plan.parts) {
+    const FusedMoe::Gemm& g = part.gemm;
+    put(out, g.n);
+    put(out, g.k);
+    put(out, g.top_k);
+    put(out, g.mul_routed_weight);
+    put(out, g.dtype);
+    put(out, g.out_dtype);
+    put(out, g.scale_dtype.has_value());
+    if (g.scale_dtype) put(out, *g.scale_dtype);
+    put(out, static_cast<std::int64_t>(part.buckets.size()));
+    for (const FusedMoe::WarmupBucket& b : part.buckets) {
+      naive = naive || b.naive;
+      put(out, b.naive);
+      for (std::int64_t v :
+           {b.tile.block_m, b.tile.block_n, b.tile.block_k, b.tile.group_m, b.tile.warps, b.tile.stages})
+        put(out, v);
+      put(out, static_cast<std::int64_t>(b.num_valid.size()));
+      for (std::int64_t nv : b.num_valid) put(out, nv);
+    }
+  }
+  if (naive) put(out, plan.index_dtypes);
+  return true;
+}
+
 constexpr std::uint8_t kTriton = 1, kBatched = 2, kNvfp4 = 4, kMegamoe = 8;  // bits of kBackendNames
 
 // What each kernel's used_by() and warmup_keys() read, helpers included (num_local_experts() and
@@ -234,6 +276,10 @@ std::optional<KeyFields> warmup_key_fields(std::string_view kernel) {
   return it->second;
 }
 
+WarmupIdentity warmup_identity(std::string_view kernel) {
+  return kernel == "fused_moe" ? &fused_moe_identity : nullptr;
+}
+
 bool agree_on(const ModelConfig& a, const ModelConfig& b, ConfigField f, const KeyFields& fields) {
   if (has_field(fields.exact, f)) return field_equal(a, b, f);
   if (!has_field(fields.by_class, f)) return true;
@@ -279,27 +325,28 @@ WarmupKeysOutcome warmup_keys_outcome(const Kernel& kernel, const ModelConfig& c
   return o;
 }
 
-std::optional<std::string> projection_counterexample(const Kernel& kernel, const KeyFields& fields,
-                                                     const ModelConfig& base, const ModelConfig& other,
-                                                     std::size_t* checked) {
-  const std::optional<std::string> projected = project(base, fields);
-  if (!projected) return std::nullopt;  // never shared
+namespace {
+
+// Combines base and other (each differing field alone, then all of them at once) and compares the
+// outcome of each valid combination that `same` (base's identity or projection) keeps with base's.
+// `what` describes the kind of equality in the report.
+std::optional<std::string> combined_counterexample(const Kernel& kernel, const ModelConfig& base,
+                                                   const ModelConfig& other,
+                                                   const std::function<bool(const ModelConfig&)>& same,
+                                                   const std::string& what, std::size_t* checked) {
   const WarmupKeysOutcome expected = warmup_keys_outcome(kernel, base);
-  // A combined config is compared when it is valid and projects as base does.
-  auto compare = [&](const ModelConfig& changed, const std::string& what) -> std::optional<std::string> {
+  // A combined config is compared when it is valid and `same` keeps it.
+  auto compare = [&](const ModelConfig& changed, const std::string& fields) -> std::optional<std::string> {
     try {
       changed.validate();
     } catch (const std::exception&) {
       return std::nullopt;  // not a config serving can have
     }
-    if (project(changed, fields) != projected) return std::nullopt;
+    if (!same(changed)) return std::nullopt;
     if (checked) ++*checked;
     const WarmupKeysOutcome got = warmup_keys_outcome(kernel, changed);
     if (got == expected) return std::nullopt;
-    return str_cat("kernel '", kernel.name(), "': configs with equal projections (exact: ", field_list(fields.exact),
-                   fields.by_class ? str_cat("; by value class: ", field_list(fields.by_class)) : std::string(),
-                   fields.tokens ? "; max_num_batched_tokens by its token signature" : "",
-                   fields.backends ? "; backends by has_backend() of some" : "", ") differ in ", what,
+    return str_cat("kernel '", kernel.name(), "': configs with ", what, " differ in ", fields,
                    " and give different warmup keys: ", outcome_diff(expected, got),
                    "\n  config A: ", base.to_json().dump(), "\n  config B: ", changed.to_json().dump());
   };
@@ -309,13 +356,41 @@ std::optional<std::string> projection_counterexample(const Kernel& kernel, const
     if (field_equal(base, other, f)) continue;
     ModelConfig one = base;
     copy_field(one, other, f);
-    if (project(one, fields) != projected) continue;  // the projection tells them apart
+    if (!same(one)) continue;  // told apart
     differing |= field_bit(f);
     copy_field(all, other, f);
     if (auto cx = compare(one, str_cat("field ", field_name(f)))) return cx;
   }
   if (std::popcount(differing) > 1) return compare(all, str_cat("fields ", field_list(differing)));
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> projection_counterexample(const Kernel& kernel, const KeyFields& fields,
+                                                     const ModelConfig& base, const ModelConfig& other,
+                                                     std::size_t* checked) {
+  const std::optional<std::string> projected = project(base, fields);
+  if (!projected) return std::nullopt;  // never shared
+  const std::string what =
+      str_cat("equal projections (exact: ", field_list(fields.exact),
+              fields.by_class ? str_cat("; by value class: ", field_list(fields.by_class)) : std::string(),
+              fields.tokens ? "; max_num_batched_tokens by its token signature" : "",
+              fields.backends ? "; backends by has_backend() of some" : "", ")");
+  return combined_counterexample(
+      kernel, base, other, [&](const ModelConfig& c) { return project(c, fields) == projected; }, what, checked);
+}
+
+std::optional<std::string> identity_counterexample(const Kernel& kernel, WarmupIdentity identity,
+                                                   const ModelConfig& base, const ModelConfig& other,
+                                                   std::size_t* checked) {
+  std::string expected;
+  if (!identity(base, expected)) return std::nullopt;  // never shared
+  auto same = [&](const ModelConfig& c) {
+    std::string got;
+    return identity(c, got) && got == expected;
+  };
+  return combined_counterexample(kernel, base, other, same, "equal warmup identities", checked);
 }
 
 }  // namespace warmkey::equivalence

@@ -112,6 +112,17 @@ bool agree_on(const ModelConfig& a, const ModelConfig& b, ConfigField f, const K
 // fused_moe_tuned_config that is a file path (the file may change between calls).
 std::optional<std::string> project(const ModelConfig& c, const KeyFields& fields);
 
+// Bytes that decide used_by(c) and warmup_keys(c) more finely than the projection, for a kernel whose
+// contract exposes what its warmup_keys() enumerates (fused_moe: FusedMoe::warmup_plan, whose
+// buckets hold only the layout, tile and value classes of each token range, so configs with other
+// expert counts, EP sizes or batch bounds often have the same keys). Writes them and returns true,
+// or returns false (no identity: the config's warm set is its own). The fuzz oracle looks a new
+// projection up by it before computing warmup_keys(). Checked like the projections
+// (identity_counterexample below, tests/cpu/config_projection_test.cpp).
+using WarmupIdentity = bool (*)(const ModelConfig& c, std::string& out);
+// nullptr for a kernel that has none.
+WarmupIdentity warmup_identity(std::string_view kernel);
+
 // What the projection property compares: used_by(c) and, when used, warmup_keys(c) in order or
 // the message it threw.
 struct WarmupKeysOutcome {
@@ -130,5 +141,12 @@ WarmupKeysOutcome warmup_keys_outcome(const Kernel& kernel, const ModelConfig& c
 std::optional<std::string> projection_counterexample(const Kernel& kernel, const KeyFields& fields,
                                                      const ModelConfig& base, const ModelConfig& other,
                                                      std::size_t* checked = nullptr);
+
+// The same property for an identity: configs combined from base and other as above (each field
+// alone, then all differing ones at once) whose identities equal base's must have base's used_by()
+// and warmup_keys(). nullopt also when base has no identity.
+std::optional<std::string> identity_counterexample(const Kernel& kernel, WarmupIdentity identity,
+                                                   const ModelConfig& base, const ModelConfig& other,
+                                                   std::size_t* checked = nullptr);
 
 }  // namespace warmkey::equivalence

@@ -57,76 +57,83 @@ class TracingDraw final : public spaces::Draw {
   std::string trace_;
 };
 
-// One kernel's state across inputs: the warm set of each config seen, found first by the bytes the
-// config was decoded from (zeros past the end of the input), then by the results of its draws,
-// and the warmup evaluations of its keys (which do not depend on the config) shared by all of
-// them. A byte hit skips decoding the config: the same first bytes decode to the same config, and
-// the runtime input is read from the bytes after. A draw hit skips warmup_keys() and the set.
+// One kernel's state across inputs: the warm set of each config seen, found by the results of its
+// draws, and the warmup evaluations of its keys (which do not depend on the config) shared by all
+// of them. A draw hit skips warmup_keys() and the set. (Every input's config is decoded: a table of
+// the byte prefixes configs were decoded from, probed at each prefix length before decoding, took
+// more CPU in cache misses than the decoding it spared; docs/PERFORMANCE.md, sixth pass.)
 // A new config whose projection on the kernel's warmup-key fields (equivalence/config_projection.h)
 // was seen before shares that config's warm set: the same keys (the projection property), so the
-// same verdicts; only its name (in reports) and the runtime input's draws are its own.
+// same verdicts; only its name (in reports) and the runtime input's draws are its own. A new
+// projection whose warmup identity (the kernel's, where it declares one) was seen before shares
+// that set too, for the same reason (the identity property).
 struct FuzzState {
-  // Past this many keys and byte prefixes in all, the oldest warm sets are dropped, one or two per
+  // Past this many keys and configs in all, the oldest warm sets are dropped, one or two per
   // new config: bounded memory without a pause (dropping thousands of sets at once once stalled an
   // input past libFuzzer's -timeout on a loaded machine: fuzz/regressions/compute_identity/reports/).
   // 2^17 since warm sets are shared by projection (2^15 before): fused_moe peaks at 766 MB over
   // 100,000 runs (ASan quarantine included), and evicting less spares recomputing warmup_keys.
   static constexpr std::size_t kMaxKeys = std::size_t{1} << 17;
 
-  // One decoded config: its warm set (shared by the configs of one projection) and the byte
-  // prefixes that decode to it.
+  // A warm set and, when it was made for a new identity, that identity (a key of by_identity).
+  struct Set {
+    std::shared_ptr<const WarmSet> warm;
+    const std::string* identity = nullptr;
+  };
+  // One decoded config and its warm set (shared by the configs of one projection or identity).
   struct Entry {
     ModelConfig config;
-    std::shared_ptr<const WarmSet> warm;
-    std::optional<std::string> projection;  // the key of warm in by_projection, when shared
-    std::vector<std::string> prefixes;
+    Set set;
+    std::optional<std::string> projection;  // the key of the set in by_projection, when shared
+  };
+  // The set of a projection and the configs (entries) of that projection.
+  struct Projected {
+    Set set;
+    std::size_t configs = 0;
   };
 
   const spaces::InputSpace* space = nullptr;
   const Kernel* kernel = nullptr;
   std::unique_ptr<Kernel> planted;  // WARMKEY_FUZZ_MUTANT's mutant, when it names one of this kernel
-  // The kernel's warmup-key fields; nullopt (a set per config) without a declaration or with a
-  // planted mutant (which may read other fields than the contract it mutates).
+  // The kernel's warmup-key fields and identity; nullopt and nullptr (a set per config) without a
+  // declaration or with a planted mutant (which may read other fields than the contract it mutates).
   std::optional<KeyFields> fields;
+  WarmupIdentity identity = nullptr;
   WarmupMemo memo;
   std::unordered_map<std::string, Entry, TransparentHash, std::equal_to<>> by_trace;
-  std::unordered_map<std::string, const Entry*, TransparentHash, std::equal_to<>> by_prefix;
-  std::unordered_map<std::string, std::shared_ptr<const WarmSet>, TransparentHash, std::equal_to<>> by_projection;
-  // The distinct prefix lengths of by_prefix (or once in it), the most often hit first: an input's
-  // first bytes match at most one stored prefix (decoding reads its bytes in order and stops where
-  // that prefix's decoding stopped), so the order only decides how soon the lookup finds it.
-  mutable std::vector<std::size_t> lengths;
+  std::unordered_map<std::string, Projected, TransparentHash, std::equal_to<>> by_projection;
+  std::unordered_map<std::string, std::shared_ptr<const WarmSet>, TransparentHash, std::equal_to<>> by_identity;
   std::deque<std::string> order;  // by_trace's ids, oldest first
-  std::size_t keys = 0;           // warmup keys of the sets, plus one per set, per config and per prefix
+  std::size_t keys = 0;           // warmup keys of the sets, plus one per set and per config
   // Counters (WARMKEY_FUZZ_STATS=1 prints them at exit).
-  std::size_t hits = 0, trace_hits = 0, misses = 0, projection_hits = 0, evicted = 0;
+  std::size_t trace_hits = 0, misses = 0, projection_hits = 0, identity_hits = 0, evicted = 0;
 
-  // The config whose first bytes the input starts with, and their count; nullptr if none yet.
-  std::pair<const Entry*, std::size_t> find(const std::uint8_t* data, std::size_t size) const {
-    std::string padded;
-    for (std::size_t n : lengths) {
-      std::string_view id;
-      if (n <= size) {
-        id = {reinterpret_cast<const char*>(data), n};
-      } else {
-        padded.assign(reinterpret_cast<const char*>(data), size);
-        padded.append(n - size, '\0');
-        id = padded;
+  // The warm set of a new projection (or of a config without one): the set of an equal identity,
+  // else a new one.
+  Set set_for(const ModelConfig& config, bool projected) {
+    std::string id;
+    if (projected && identity != nullptr && identity(config, id)) {
+      auto it = by_identity.find(id);
+      if (it != by_identity.end()) {
+        ++identity_hits;
+        return {it->second, &it->first};
       }
-      if (auto it = by_prefix.find(id); it != by_prefix.end()) {
-        // One step toward the front per hit: the often-hit lengths end up first.
-        auto pos = std::find(lengths.begin(), lengths.end(), n);
-        if (pos != lengths.begin()) std::iter_swap(pos, pos - 1);
-        return {it->second, n};
-      }
+      auto warm = make_set(config);
+      it = by_identity.emplace(std::move(id), warm).first;
+      return {std::move(warm), &it->first};
     }
-    return {nullptr, 0};
+    return {make_set(config), nullptr};
   }
 
-  // The entry of the config decoded from the input's first config_bytes bytes, whose draws gave
-  // `trace`; made from `config` when no earlier input's draws gave the same.
-  const Entry& add(const std::uint8_t* data, std::size_t size, std::size_t config_bytes, std::string trace,
-                   ModelConfig config) {
+  std::shared_ptr<const WarmSet> make_set(const ModelConfig& config) {
+    auto warm = std::make_shared<const WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
+    keys += warm->keys().size() + 1;
+    return warm;
+  }
+
+  // The entry of the config whose draws gave `trace`; made from `config` when no earlier input's
+  // draws gave the same.
+  const Entry& add(std::string trace, ModelConfig config) {
     evict();  // first: it may drop the set this input's draws would find
     auto it = by_trace.find(trace);
     if (it != by_trace.end()) {
@@ -136,27 +143,23 @@ struct FuzzState {
       Entry e;
       if (fields) e.projection = project(config, *fields);
       if (e.projection) {
-        if (auto p = by_projection.find(*e.projection); p != by_projection.end()) {
+        auto p = by_projection.find(*e.projection);
+        if (p != by_projection.end()) {
           ++projection_hits;
-          e.warm = p->second;
+        } else {
+          Set set = set_for(config, /*projected=*/true);
+          p = by_projection.emplace(*e.projection, Projected{std::move(set), 0}).first;
         }
-      }
-      if (!e.warm) {
-        e.warm = std::make_shared<const WarmSet>(*space, *kernel, config, verification_target(), /*lazy=*/true, &memo);
-        keys += e.warm->keys().size() + 1;
-        if (e.projection) by_projection.emplace(*e.projection, e.warm);
+        ++p->second.configs;
+        e.set = p->second.set;
+      } else {
+        e.set = set_for(config, /*projected=*/false);
       }
       e.config = std::move(config);
       ++keys;
       order.push_back(trace);
       it = by_trace.emplace(std::move(trace), std::move(e)).first;
     }
-    std::string id(reinterpret_cast<const char*>(data), std::min(config_bytes, size));
-    id.append(config_bytes - id.size(), '\0');
-    if (std::find(lengths.begin(), lengths.end(), config_bytes) == lengths.end()) lengths.push_back(config_bytes);
-    ++keys;
-    by_prefix.emplace(id, &it->second);
-    it->second.prefixes.push_back(std::move(id));
     return it->second;
   }
 
@@ -165,13 +168,16 @@ struct FuzzState {
       ++evicted;
       auto old = by_trace.find(order.front());
       Entry& e = old->second;
-      keys -= 1 + e.prefixes.size();
-      for (const std::string& p : e.prefixes) by_prefix.erase(p);
-      // The set goes with its last config (by_projection holds one more reference).
-      const bool shared = e.projection.has_value();
-      if (e.warm.use_count() == (shared ? 2 : 1)) {
-        keys -= e.warm->keys().size() + 1;
-        if (shared) by_projection.erase(*e.projection);
+      --keys;
+      // A projection goes with its last config; the set with its last projection or config (the
+      // projection's entry and by_identity hold one more reference each).
+      if (e.projection) {
+        auto p = by_projection.find(*e.projection);
+        if (--p->second.configs == 0) by_projection.erase(p);
+      }
+      if (e.set.warm.use_count() == (e.set.identity != nullptr ? 2 : 1)) {
+        keys -= e.set.warm->keys().size() + 1;
+        if (e.set.identity != nullptr) by_identity.erase(by_identity.find(*e.set.identity));
       }
       by_trace.erase(old);
       order.pop_front();
@@ -180,7 +186,10 @@ struct FuzzState {
 };
 
 FuzzState& state_of(std::string_view kernel) {
-  static std::unordered_map<std::string, std::unique_ptr<FuzzState>, TransparentHash, std::equal_to<>> states;
+  // Never destroyed: freeing the warm sets and configs at exit took 6 % of a 40,000-run
+  // fused_moe process's CPU time (perf), and the process is ending anyway.
+  static auto& states =
+      *new std::unordered_map<std::string, std::unique_ptr<FuzzState>, TransparentHash, std::equal_to<>>();
   static std::pair<std::string, FuzzState*> last;  // a harness asks for one kernel, input after input
   if (last.second != nullptr && last.first == kernel) return *last.second;
   static const bool print_stats = [] {
@@ -189,9 +198,10 @@ FuzzState& state_of(std::string_view kernel) {
       std::atexit([] {
         for (auto& [name, st] : states)
           std::fprintf(stderr,
-                       "warmkey fuzz stats: %s: config prefixes hit %zu, configs hit by their draws %zu, new %zu "
-                       "(of which sharing the warm set of an equal projection %zu), evicted %zu, memo keys %zu\n",
-                       name.c_str(), st->hits, st->trace_hits, st->misses, st->projection_hits, st->evicted,
+                       "warmkey fuzz stats: %s: configs hit by their draws %zu, new %zu "
+                       "(of which sharing the warm set of an equal projection %zu, of an equal warmup identity %zu), "
+                       "evicted %zu, memo keys %zu\n",
+                       name.c_str(), st->trace_hits, st->misses, st->projection_hits, st->identity_hits, st->evicted,
                        st->memo.size());
       });
     }
@@ -216,7 +226,10 @@ FuzzState& state_of(std::string_view kernel) {
       st->planted = mutant->make(row->contract());
       st->kernel = st->planted.get();
     }
-    if (!st->planted) st->fields = warmup_key_fields(kernel);
+    if (!st->planted) {
+      st->fields = warmup_key_fields(kernel);
+      st->identity = warmup_identity(kernel);
+    }
     it = states.emplace(std::string(kernel), std::move(st)).first;
   }
   last = {it->first, it->second.get()};
@@ -229,20 +242,15 @@ std::vector<Violation> fuzz_one_input(std::string_view kernel, const std::uint8_
   FuzzState& st = state_of(kernel);
   const spaces::InputSpace* space = st.space;
   const Kernel& k = *st.kernel;
-  auto [found, config_bytes] = st.find(data, size);
-  if (found != nullptr) ++st.hits;
-  const std::size_t skip = std::min(config_bytes, size);
-  // The runtime input is drawn from the bytes after the config's (zeros past the end, as before).
-  spaces::ByteDraw d({data + skip, size - skip});
+  // The runtime input is drawn from the bytes after the config's (zeros past the end).
+  spaces::ByteDraw d({data, size});
   d.set_labelling(false);
-  if (found == nullptr) {
-    // Lazy warm sets: a new config costs warmup_keys(), and each key is warmed when an input reaches it.
-    TracingDraw traced(d);
-    ModelConfig decoded = spaces::draw_config(traced);
-    config_bytes = d.consumed();
-    found = &st.add(data, size, config_bytes, traced.take_trace(), std::move(decoded));
-  }
-  const WarmSet& warm = *found->warm;
+  TracingDraw traced(d);
+  ModelConfig decoded = spaces::draw_config(traced);
+  const std::size_t config_bytes = d.consumed();
+  // Lazy warm sets: a new config costs warmup_keys(), and each key is warmed when an input reaches it.
+  const FuzzState::Entry* found = &st.add(traced.take_trace(), std::move(decoded));
+  const WarmSet& warm = *found->set.warm;
   const ModelConfig& config = found->config;
   std::vector<Violation> out;
   if (!warm.used()) return warm.warmup_violations();

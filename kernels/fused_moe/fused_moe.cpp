@@ -196,7 +196,7 @@ FusedMoeTuning FusedMoeTuning::parse(std::string_view json_text, std::string_vie
       if (const std::string p = tile_problem(tile, *dtype); !p.empty()) fail(where, p);
       buckets.emplace(tokens, tile);
     }
-    t.shapes_.emplace(shape, std::move(buckets));
+    t.shapes_.emplace(Shape{n, k, *dtype}, std::move(buckets));
   }
   return t;
 }
@@ -230,7 +230,7 @@ std::shared_ptr<const FusedMoeTuning> FusedMoeTuning::load_shared(const std::str
 }
 
 const FusedMoeTuning::Buckets* FusedMoeTuning::buckets(std::int64_t n, std::int64_t k, DType dtype) const {
-  auto it = shapes_.find(shape_name(n, k, dtype));
+  auto it = shapes_.find(Shape{n, k, dtype});
   return it == shapes_.end() ? nullptr : &it->second;
 }
 
@@ -238,9 +238,13 @@ std::optional<FusedMoeTile> FusedMoeTuning::tile_for(std::int64_t num_tokens, st
                                                      DType dtype) const {
   const Buckets* b = buckets(n, k, dtype);
   if (b == nullptr) return std::nullopt;
-  auto hi = b->lower_bound(num_tokens);  // first bucket >= T
-  if (hi == b->end()) return std::prev(hi)->second;
-  if (hi == b->begin() || hi->first == num_tokens) return hi->second;
+  return tile_in(*b, num_tokens);
+}
+
+FusedMoeTile FusedMoeTuning::tile_in(const Buckets& b, std::int64_t num_tokens) {
+  auto hi = b.lower_bound(num_tokens);  // first bucket >= T
+  if (hi == b.end()) return std::prev(hi)->second;
+  if (hi == b.begin() || hi->first == num_tokens) return hi->second;
   auto lo = std::prev(hi);
   return num_tokens - lo->first <= hi->first - num_tokens ? lo->second : hi->second;  // ties to the smaller
 }
@@ -302,47 +306,78 @@ bool FusedMoe::used_by(const ModelConfig& config) const {
   return config.has_backend("triton") && !config_gemms(config).empty();
 }
 
-std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
+FusedMoe::WarmupPlan FusedMoe::warmup_plan(const ModelConfig& config) {
   const std::int64_t e_local = config.num_local_experts(), k_route = config.num_experts_per_tok;
   const bool naive_allowed = config.ep_size == 1;  // with EP an expert map is in use: always sorted
   std::shared_ptr<const FusedMoeTuning> tuning;
   if (!config.fused_moe_tuned_config.empty()) tuning = FusedMoeTuning::load_shared(config.fused_moe_tuned_config);
 
-  std::vector<CompileKey> keys;
+  WarmupPlan plan{config.moe_expert_bias, config.index_dtypes, {}};
+  std::vector<std::int64_t> cuts = fused_moe_token_boundaries(k_route, e_local);
+  const std::vector<std::int64_t> naive_cut = fused_moe_token_boundaries(k_route, config.num_physical_experts());
+  cuts.insert(cuts.end(), naive_cut.begin(), naive_cut.end());
+  const std::size_t untuned_cuts = cuts.size();
   for (const Gemm& g : config_gemms(config)) {
-    std::vector<std::int64_t> cuts = fused_moe_token_boundaries(k_route, e_local);
-    const std::vector<std::int64_t> naive_cut = fused_moe_token_boundaries(k_route, config.num_physical_experts());
-    cuts.insert(cuts.end(), naive_cut.begin(), naive_cut.end());
-    if (tuning) {
+    // NOTES: the tuned file's shape is looked up once per GEMM, not once per bucket (this runs for
+    // every fuzzed config).
+    const FusedMoeTuning::Buckets* tuned = tuning ? tuning->buckets(g.n, g.k, g.dtype) : nullptr;
+    cuts.resize(untuned_cuts);
+    if (tuned) {
       const std::vector<std::int64_t> t = tuning->boundaries(g.n, g.k, g.dtype);
       cuts.insert(cuts.end(), t.begin(), t.end());
     }
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<std::int64_t> sorted = cuts;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
     // Every token count in a bucket shares the layout and tile; num_valid = T * top_k reaches the
     // classes of the first 32 counts of the bucket (classes repeat modulo 16) and of T = 1.
     std::vector<std::int64_t> starts = {1};
-    for (std::int64_t b : cuts) {
+    for (std::int64_t b : sorted) {
       if (b + 1 <= config.max_num_batched_tokens) starts.push_back(b + 1);
     }
-    std::vector<std::vector<KeyValue>> rows;  // naive, ids_dtype, em, num_valid, tile...
+    WarmupPart& part = plan.parts.emplace_back(WarmupPart{g, {}});
+    part.buckets.reserve(starts.size());
+    std::vector<unsigned> seen;  // per kept bucket, the first of its layout and tile: their classes so far
+    seen.reserve(starts.size());
     for (std::size_t i = 0; i < starts.size(); ++i) {
       const std::int64_t lo = starts[i];
       const std::int64_t hi = i + 1 < starts.size() ? starts[i + 1] - 1 : config.max_num_batched_tokens;
       if (lo > hi) continue;
       const bool naive = naive_allowed && fused_moe_naive(lo, k_route, config.num_physical_experts());
-      std::optional<FusedMoeTile> tuned = tuning ? tuning->tile_for(lo, g.n, g.k, g.dtype) : std::nullopt;
-      const FusedMoeTile tile = tuned ? *tuned : fused_moe_tile(lo * k_route, e_local, g.dtype);
+      const FusedMoeTile tile =
+          tuned ? FusedMoeTuning::tile_in(*tuned, lo) : fused_moe_tile(lo * k_route, e_local, g.dtype);
+      // A row (key) repeats an earlier one only with the same layout, tile and class: the classes an
+      // earlier bucket of this layout and tile reached add nothing.
+      std::size_t same = 0;
+      while (same < part.buckets.size() && (part.buckets[same].naive != naive || !(part.buckets[same].tile == tile)))
+        ++same;
+      unsigned classes = same < seen.size() ? seen[same] : 0u;
+      const kernels::ClassReps added = kernels::ClassReps(lo, std::min(hi, lo + 31), k_route).unseen(classes);
+      if (same < seen.size()) seen[same] = classes;
+      if (added.size() == 0) continue;
+      part.buckets.push_back({naive, tile, added});
+      seen.push_back(classes);  // read only when it is the first of its layout and tile
+    }
+  }
+  return plan;
+}
+
+std::vector<CompileKey> FusedMoe::keys_of(const WarmupPlan& plan) {
+  std::vector<CompileKey> keys;
+  for (const WarmupPart& part : plan.parts) {
+    const Gemm& g = part.gemm;
+    std::vector<std::vector<KeyValue>> rows;  // naive, ids_dtype, em, num_valid, tile...
+    for (const WarmupBucket& b : part.buckets) {
       // NOTES: no containers per bucket (this runs once per bucket of every fuzzed config): the
       // classes in place, ascending as a std::set gave them; em is {nv} naive, else {16, 2}.
-      const kernels::ClassReps nv_reps(lo, std::min(hi, lo + 31), k_route);
-      const std::vector<DType>& id_dtypes = naive ? config.index_dtypes : kSortedIdDTypes;
-      for (std::int64_t nv : nv_reps) {
+      const std::vector<DType>& id_dtypes = b.naive ? plan.index_dtypes : kSortedIdDTypes;
+      const FusedMoeTile& tile = b.tile;
+      for (std::int64_t nv : b.num_valid) {
         for (DType ids : id_dtypes) {
-          const std::int64_t ems[] = {naive ? nv : 16, 2};
-          for (std::size_t e = 0; e < (naive ? 1u : 2u); ++e)
-            rows.push_back({naive, ids, ems[e], nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m, tile.warps,
-                            tile.stages});
+          const std::int64_t ems[] = {b.naive ? nv : 16, 2};
+          for (std::size_t e = 0; e < (b.naive ? 1u : 2u); ++e)
+            rows.push_back({b.naive, ids, ems[e], nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m,
+                            tile.warps, tile.stages});
         }
       }
     }
@@ -354,15 +389,17 @@ std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
         .choices("k", {g.k})
         .choices("top_k", {g.top_k})
         .choices("mul_routed_weight", {g.mul_routed_weight})
-        .choices("has_bias", {config.moe_expert_bias});
-    if (config.moe_expert_bias) space.choices("bias_dtype", {g.out_dtype});  // the engine's biases: the output dtype
+        .choices("has_bias", {plan.has_bias});
+    if (plan.has_bias) space.choices("bias_dtype", {g.out_dtype});  // the engine's biases: the output dtype
     space.zip({"naive", "ids_dtype", "em", "num_valid", "block_m", "block_n", "block_k", "group_m", "warps", "stages"},
               rows);
-    std::vector<CompileKey> part = space.enumerate();
-    keys.insert(keys.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    std::vector<CompileKey> part_keys = space.enumerate();
+    keys.insert(keys.end(), std::make_move_iterator(part_keys.begin()), std::make_move_iterator(part_keys.end()));
   }
   return dedup(std::move(keys));
 }
+
+std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const { return keys_of(warmup_plan(config)); }
 
 void FusedMoe::validate(const Args& a) const {
   // a

@@ -8,8 +8,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "kernels/common/value_classes.h"
 #include "warmup/contract.h"
 #include "warmup/tensor.h"
 
@@ -106,14 +108,19 @@ class FusedMoeTuning {
   const Buckets* buckets(std::int64_t n, std::int64_t k, DType dtype) const;
   // The tile for T tokens of a shape, or nullopt when the file does not tune the shape.
   std::optional<FusedMoeTile> tile_for(std::int64_t num_tokens, std::int64_t n, std::int64_t k, DType dtype) const;
+  // The tile for T tokens among one shape's buckets (non-empty): the nearest bucket, ties to the smaller.
+  static FusedMoeTile tile_in(const Buckets& buckets, std::int64_t num_tokens);
   // The token counts where tile_for changes (each `T <= b`).
   std::vector<std::int64_t> boundaries(std::int64_t n, std::int64_t k, DType dtype) const;
   // "N=4096,K=4096,dtype=bf16"
   static std::string shape_name(std::int64_t n, std::int64_t k, DType dtype);
 
  private:
+  // A GEMM shape: N, K and the dtype (as shape_name() writes them). NOTES: not the name itself, which
+  // cost a string per lookup (the fuzz harness looks shapes up several times per input).
+  using Shape = std::tuple<std::int64_t, std::int64_t, DType>;
   std::string device_;
-  std::map<std::string, Buckets> shapes_;
+  std::map<Shape, Buckets> shapes_;
 };
 
 // ---- the contract ------------------------------------------------------------------------------
@@ -166,6 +173,31 @@ class FusedMoe : public Contract<FusedMoeArgs> {
     std::optional<DType> scale_dtype;  // fp8 w8a8
   };
   static std::vector<Gemm> config_gemms(const ModelConfig& config);
+
+  // What warmup_keys(config) enumerates, and all it reads of the config: per GEMM its fields and
+  // token buckets (the layout, the tile and the num_valid classes of each), the model's expert
+  // bias and its index dtypes. warmup_keys() is keys_of(warmup_plan(config)), so configs with
+  // equal plans have equal keys (the fuzz oracle shares one warm set among them:
+  // equivalence/config_projection.h, warmup_identity). The plan is canonical: a bucket holds only
+  // the classes no earlier bucket of its layout and tile reached (the keys they would add repeat
+  // earlier ones), and a bucket that adds none is left out, so configs with equal keys mostly have
+  // equal plans.
+  struct WarmupBucket {
+    bool naive = false;
+    FusedMoeTile tile;
+    kernels::ClassReps num_valid;  // the new classes of T * top_k over the bucket's first 32 counts
+  };
+  struct WarmupPart {
+    Gemm gemm;
+    std::vector<WarmupBucket> buckets;
+  };
+  struct WarmupPlan {
+    bool has_bias = false;
+    std::vector<DType> index_dtypes;  // the naive layout's ids
+    std::vector<WarmupPart> parts;
+  };
+  static WarmupPlan warmup_plan(const ModelConfig& config);
+  static std::vector<CompileKey> keys_of(const WarmupPlan& plan);
 };
 
 }  // namespace warmkey

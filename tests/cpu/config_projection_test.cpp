@@ -1,7 +1,8 @@
 // The warmup-key fields each kernel declares (equivalence/config_projection.h): the fuzz oracle
 // shares one warm set between configs equal on them, which is sound only if configs equal on them
 // have the same used_by() and warmup_keys(). The property checks that; the planted-bug test shows
-// it fails for a declaration that leaves out a field the kernel reads.
+// it fails for a declaration that leaves out a field the kernel reads. The same for the warmup
+// identities (fused_moe's), which share sets across projections.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "equivalence/checks.h"
 #include "equivalence/config_projection.h"
 #include "equivalence/kernel_table.h"
+#include "kernels/fused_moe/fused_moe.h"
 #include "spaces/byte_draw.h"
 #include "spaces/rc_draw.h"
 
@@ -248,6 +250,113 @@ TEST(FuzzProjection, aDeclarationMissingAFieldTheKernelReadsIsCaught) {
     const std::string first_line = found->substr(0, found->find('\n'));  // "... differ in field(s) ..."
     EXPECT_NE(first_line.find(field_name(field)), std::string::npos)
         << kernel << " without " << field_name(field) << ": " << *found;
+  }
+}
+
+// ---- warmup identities ---------------------------------------------------------------------------
+
+std::vector<const KernelDescriptor*> rows_with_identity() {
+  std::vector<const KernelDescriptor*> out;
+  for (const KernelDescriptor* row : rows_with_space()) {
+    if (warmup_identity(row->name) != nullptr) out.push_back(row);
+  }
+  return out;
+}
+
+TEST(WarmupIdentity, fusedMoeDeclaresOne) {
+  ASSERT_NE(warmup_identity("fused_moe"), nullptr);
+  EXPECT_EQ(warmup_identity("moe_align"), nullptr);
+  std::string a, b;
+  ModelConfig c = load_config("dsv4-flash");
+  c.backends = {"triton"};
+  ASSERT_TRUE(warmup_identity("fused_moe")(c, a));
+  c.backends = {"nvfp4"};  // fused_moe unused: an identity of its own
+  ASSERT_TRUE(warmup_identity("fused_moe")(c, b));
+  EXPECT_NE(a, b);
+}
+
+// The property behind sharing by identity, as for projections: a config combined from two drawn
+// ones (one field at a time, and all at once) whose identity equals the first's has its used_by()
+// and warmup_keys().
+RC_GTEST_PROP(WarmupIdentity, configsWithEqualIdentitiesHaveEqualWarmupKeys, ()) {
+  const ModelConfig base = *spaces::arbitrary_config().as("config A");
+  const ModelConfig other = *spaces::arbitrary_config().as("config B");
+  std::size_t checked = 0;
+  for (const KernelDescriptor* row : rows_with_identity()) {
+    const auto cx = identity_counterexample(row->contract(), warmup_identity(row->name), base, other, &checked);
+    if (cx) RC_FAIL(*cx);
+  }
+  RC_CLASSIFY(checked == 0, "no valid combined config with an equal identity");
+  RC_CLASSIFY(checked > 0, "combined configs with equal identities compared");
+}
+
+// The same over 500 seeded pairs of the fuzzer's decoder; the identity is finer than the projection
+// only if configs of different projections share it, which the count of such pairs shows.
+TEST(WarmupIdentity, seededConfigPairsHaveEqualWarmupKeysOnEqualIdentities) {
+  std::mt19937_64 rng(7);
+  std::size_t checked = 0, across_projections = 0;
+  for (int i = 0; i < 500; ++i) {
+    const auto [a, b] = seeded_pair(rng);
+    for (const KernelDescriptor* row : rows_with_identity()) {
+      const WarmupIdentity identity = warmup_identity(row->name);
+      ASSERT_EQ(identity_counterexample(row->contract(), identity, a, b, &checked), std::nullopt) << "pair " << i;
+      std::string ia, ib;
+      if (identity(a, ia) && identity(b, ib) && ia == ib) {
+        const KeyFields fields = *warmup_key_fields(row->name);
+        if (project(a, fields) != project(b, fields)) ++across_projections;
+        EXPECT_EQ(warmup_keys_outcome(row->contract(), a), warmup_keys_outcome(row->contract(), b)) << "pair " << i;
+      }
+    }
+  }
+  EXPECT_GT(checked, 500u);
+  EXPECT_GT(across_projections, 0u);
+  RecordProperty("compared", static_cast<int>(checked));
+  RecordProperty("equal identities of different projections", static_cast<int>(across_projections));
+}
+
+// Planted bugs: fused_moe's identity without the tiles of its buckets, and without its index dtypes.
+bool fused_moe_identity_without(const ModelConfig& c, std::string& out, bool tiles, bool index_dtypes) {
+  out += c.has_backend("triton") ? 'T' : '-';
+  const FusedMoe::WarmupPlan plan = FusedMoe::warmup_plan(c);
+  out += str_cat(plan.has_bias, ';');
+  if (index_dtypes) {
+    for (DType d : plan.index_dtypes) out += str_cat(dtype_name(d), ',');
+  }
+  for (const FusedMoe::WarmupPart& part : plan.parts) {
+    const FusedMoe::Gemm& g = part.gemm;
+    out += str_cat('|', g.n, ',', g.k, ',', g.top_k, ',', g.mul_routed_weight, ',', dtype_name(g.dtype), ',',
+                   dtype_name(g.out_dtype), ',', g.scale_dtype ? dtype_name(*g.scale_dtype) : "-");
+    for (const FusedMoe::WarmupBucket& b : part.buckets) {
+      out += str_cat(';', b.naive);
+      if (tiles)
+        out += str_cat(',', b.tile.block_m, ',', b.tile.block_n, ',', b.tile.group_m, ',', b.tile.warps, ',',
+                       b.tile.stages, ',', b.tile.block_k);
+      for (std::int64_t nv : b.num_valid) out += str_cat(',', nv);
+    }
+  }
+  return true;
+}
+bool without_tiles(const ModelConfig& c, std::string& out) { return fused_moe_identity_without(c, out, false, true); }
+bool without_index_dtypes(const ModelConfig& c, std::string& out) {
+  return fused_moe_identity_without(c, out, true, false);
+}
+bool with_both(const ModelConfig& c, std::string& out) { return fused_moe_identity_without(c, out, true, true); }
+
+TEST(WarmupIdentity, anIdentityMissingWhatTheKeysReadIsCaught) {
+  const Kernel& fused = find_kernel("fused_moe")->contract();
+  for (const auto& [name, wrong] :
+       {std::pair<std::string, WarmupIdentity>{"without tiles", &without_tiles},
+        std::pair<std::string, WarmupIdentity>{"without index dtypes", &without_index_dtypes}}) {
+    std::mt19937_64 rng(1);
+    std::optional<std::string> found;
+    int pairs = 0;
+    for (; pairs < 400 && !found; ++pairs) {
+      const auto [a, b] = seeded_pair(rng);
+      EXPECT_EQ(identity_counterexample(fused, &with_both, a, b), std::nullopt) << name;
+      found = identity_counterexample(fused, wrong, a, b);
+    }
+    RecordProperty(str_cat(name, ": pairs"), pairs);
+    EXPECT_TRUE(found.has_value()) << name << ": not caught in " << pairs << " pairs";
   }
 }
 

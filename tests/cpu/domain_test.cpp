@@ -1,5 +1,6 @@
 // Warmup domains: class_points reaches every (bucket, value class) pair with one point each,
-// class_reps matches brute force, and KeySpace enumerates products, zips, filters and maps in order.
+// class_reps and kernels::ClassReps match brute force, and KeySpace enumerates products, zips, filters and maps in
+// order.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/value_classes.h"
 #include "warmup/binder.h"
 #include "warmup/domain.h"
 
@@ -119,6 +121,32 @@ TEST(ClassReps, examples) {
   EXPECT_EQ(class_reps(0, 0), (Points{16}));
   EXPECT_EQ(class_reps(kI32Max + 1, kI32Max + 5), (Points{std::int64_t{1} << 32, (std::int64_t{1} << 32) + 2}));
   EXPECT_EQ(class_reps(3, 2), Points{});
+}
+
+// kernels::ClassReps (the grouped-GEMM kernels' buckets): the reps of t * scale over [lo, hi], near 1
+// and near the end of the i32 range, where its scan may stop early.
+RC_GTEST_PROP(ScaledClassReps, areTheRepsOfEveryScaledValueInRange, ()) {
+  const std::int64_t scale = *rc::gen::inRange<std::int64_t>(1, 65).as("scale");
+  const bool near_i32_max = *rc::gen::arbitrary<bool>().as("near the i32 maximum");
+  const std::int64_t base = near_i32_max ? kI32Max / scale - 40 : 0;
+  const std::int64_t lo = base + *rc::gen::inRange<std::int64_t>(-5, 60).as("lo - base");
+  const std::int64_t hi = lo + *rc::gen::inRange<std::int64_t>(-1, 40).as("length");
+  std::set<std::int64_t> expected;
+  for (std::int64_t t = lo; t <= hi; ++t) expected.insert(rep(t * scale));
+  const kernels::ClassReps got(lo, hi, scale);
+  RC_ASSERT(Points(got.begin(), got.end()) == Points(expected.begin(), expected.end()));
+}
+
+TEST(ScaledClassReps, unseenKeepsTheClassesNotSeenAndMarksThem) {
+  unsigned seen = 0;
+  const kernels::ClassReps first(1, 32, 1);  // 1, 2, 16
+  EXPECT_EQ(Points(first.begin(), first.end()), (Points{1, 2, 16}));
+  const kernels::ClassReps all = first.unseen(seen);
+  EXPECT_EQ(Points(all.begin(), all.end()), (Points{1, 2, 16}));
+  const kernels::ClassReps again = kernels::ClassReps(17, 48, 1).unseen(seen);  // 2, 16: both seen
+  EXPECT_EQ(again.size(), 0u);
+  const kernels::ClassReps wide = kernels::ClassReps(kI32Max - 1, kI32Max + 20, 1).unseen(seen);
+  EXPECT_EQ(Points(wide.begin(), wide.end()), (Points{std::int64_t{1} << 32, (std::int64_t{1} << 32) + 2}));
 }
 
 std::vector<std::string> texts(const std::vector<CompileKey>& keys) {
