@@ -256,6 +256,14 @@ struct JitRuntime::WarmState {
   std::thread context;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double context_at = -1;  // written by the context thread, read after joining it
+  WarmState() = default;
+  WarmState(const WarmState&) = delete;
+  WarmState& operator=(const WarmState&) = delete;
+  // warm() joins the context thread before it reads the results; this joins it when warm() leaves
+  // by an exception instead (a joinable std::thread's destructor would terminate the process).
+  ~WarmState() {
+    if (context.joinable()) context.join();
+  }
   double since_start() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
   void start_context() {
     if (!want_context || context.joinable()) return;
