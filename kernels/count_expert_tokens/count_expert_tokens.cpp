@@ -68,15 +68,20 @@ const KernelDef& CountExpertTokens::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{
-      std::string(kName),
-      "count_expert_tokens/count_expert_tokens.cuh",
-      "count_expert_tokens_kernel",
-      {{"BLOCK_SIZE"}},
-      {in("topk_ids"), in("expert_map", kNoSpec), out("counts", kNoSpec), out("workspace", kNoSpec), integer("numel"),
-       integer("num_local_experts"), integer("num_experts", kNoSpec)},
-      &kernel_sources(),
-      &fold_numel_class};
+  static const KernelDef def = [] {
+    KernelDef d{std::string(kName),
+                "count_expert_tokens/count_expert_tokens.cuh",
+                "count_expert_tokens_kernel",
+                {{"MAX_THREADS"}},
+                {in("topk_ids"), in("expert_map", kNoSpec), out("counts", kNoSpec), out("workspace", kNoSpec),
+                 integer("numel"), integer("num_local_experts"), integer("num_experts", kNoSpec)},
+                &kernel_sources(),
+                &fold_numel_class};
+    // The device code reads its block size (blockDim.x, up to MAX_THREADS): the 8 block sizes of
+    // the key space run one binary (dsv4-flash: 23 NVRTC instantiations -> 3; docs/PERFORMANCE.md).
+    d.block_at_run_time = true;
+    return d;
+  }();
   return def;
 }
 
@@ -164,7 +169,7 @@ LaunchSpec CountExpertTokens::launch_spec(const Args& a) const {
   s.grid = {static_cast<unsigned>(count_expert_tokens_grid(numel)), 1, 1};
   s.block = {static_cast<unsigned>(block), 1, 1};
   s.shared_bytes = static_cast<unsigned>(local_experts * sizeof(std::int32_t));
-  s.constant("BLOCK_SIZE", block);
+  s.constant("MAX_THREADS", kMaxBlock);
   s.ptr("topk_ids", a.topk_ids).ptr("expert_map", a.expert_map).ptr("counts", a.counts);
   s.ptr("workspace", a.workspace);
   s.integer("numel", numel).integer("num_local_experts", local_experts);

@@ -4,13 +4,13 @@
 #include "device/common.cuh"
 
 // NOTES:
-// - BLOCK_SIZE threads a block (BLOCK_SIZE = next_pow2(min(numel, 1024)), from the key); the grid
-//   is count_expert_tokens_grid(numel) blocks (host), each over a contiguous range of
-//   COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ids (the last block: the rest), histogrammed in shared memory
-//   (num_local_experts ints of dynamic shared memory).
+// - blockDim.x threads a block (next_pow2(min(numel, 1024)): the CompileKey's block_size), read at
+//   run time: every block size runs one binary (KernelDef::block_at_run_time), bounded by
+//   S::MAX_THREADS (1024). The grid is count_expert_tokens_grid(numel) blocks (host), each over a
+//   contiguous range of COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ids (the last block: the rest),
+//   histogrammed in shared memory (num_local_experts ints of dynamic shared memory).
 // - One block (numel <= COUNT_EXPERT_TOKENS_IDS_PER_BLOCK) writes every bin of counts itself: no
-//   zeroing before the launch, no workspace access. Several blocks imply BLOCK_SIZE == 1024, so the
-//   keys of smaller blocks compile the one-block path alone (NVRTC time: every key pays for its code).
+//   zeroing before the launch, no workspace access.
 // - Several blocks, one launch, no zeroed output: each block adds its non-zero bins into
 //   workspace[0, E_local) (global atomics), then takes a ticket (workspace[E_local], atomicAdd
 //   after a __threadfence). The block that draws the last ticket (gridDim.x - 1) has seen every
@@ -27,13 +27,13 @@
 #define COUNT_EXPERT_TOKENS_IDS_PER_BLOCK 4096
 
 template <class S>
-__global__ void __launch_bounds__(S::BLOCK_SIZE)
+__global__ void __launch_bounds__(S::MAX_THREADS)
     count_expert_tokens_kernel(const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
                                typename S::counts_t* counts, typename S::workspace_t* workspace,
                                typename S::numel_t numel, typename S::num_local_experts_t num_local_experts,
                                typename S::num_experts_t num_experts) {
   using id_t = typename S::topk_ids_t;
-  constexpr int kThreads = static_cast<int>(S::BLOCK_SIZE);
+  const int threads = static_cast<int>(blockDim.x);
   constexpr bool kHasMap = !S::expert_map_none;
   constexpr int kVec = wk::kVec16<id_t>;
   static_assert(COUNT_EXPERT_TOKENS_IDS_PER_BLOCK % 16 == 0, "count_expert_tokens: blocks start 16-byte aligned");
@@ -43,17 +43,14 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
   const long long n_all = WARMKEY_INT(S, numel);
   const long long local_experts = WARMKEY_INT(S, num_local_experts);
   const long long id_bound = kHasMap ? static_cast<long long>(num_experts) : local_experts;
-  // Several blocks only when numel > COUNT_EXPERT_TOKENS_IDS_PER_BLOCK, hence BLOCK_SIZE == 1024:
-  // the keys of smaller blocks compile the one-block path alone.
-  constexpr bool kMayShare = kThreads == 1024;
-  const bool shared = kMayShare && gridDim.x > 1;
+  const bool shared = gridDim.x > 1;
   const long long begin = shared ? static_cast<long long>(blockIdx.x) * COUNT_EXPERT_TOKENS_IDS_PER_BLOCK : 0;
   const long long n =
       !shared ? n_all
               : (n_all - begin < COUNT_EXPERT_TOKENS_IDS_PER_BLOCK ? n_all - begin : COUNT_EXPERT_TOKENS_IDS_PER_BLOCK);
   const id_t* block_ids = topk_ids + begin;
 
-  for (long long e = threadIdx.x; e < local_experts; e += kThreads) bins[e] = 0;
+  for (long long e = threadIdx.x; e < local_experts; e += threads) bins[e] = 0;
   __syncthreads();
 
   auto count = [&](long long id) {
@@ -71,7 +68,7 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
     const id_t* ids = static_cast<const id_t*>(__builtin_assume_aligned(block_ids, 16));
     const long long vectors = n / kVec;
 #pragma unroll 4
-    for (long long i = threadIdx.x; i < vectors; i += kThreads) {
+    for (long long i = threadIdx.x; i < vectors; i += threads) {
       long long v[kVec];
       wk::load_indices_aligned<kVec>(ids + i * kVec, v);
 #pragma unroll
@@ -80,28 +77,26 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
     scalar_from = vectors * kVec;
   }
   if constexpr (!(S::topk_ids_aligned && S::numel_class == 16)) {  // else the vectors covered all ids
-    for (long long i = scalar_from + threadIdx.x; i < n; i += kThreads) count(wk::to_index(__ldg(block_ids + i)));
+    for (long long i = scalar_from + threadIdx.x; i < n; i += threads) count(wk::to_index(__ldg(block_ids + i)));
   }
   __syncthreads();
 
-  if constexpr (kMayShare) {
-    if (shared) {
-      for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
-        if (bins[e] != 0) atomicAdd(workspace + e, bins[e]);
-      }
-      __threadfence();
-      __syncthreads();
-      if (threadIdx.x == 0) last = atomicAdd(workspace + local_experts, 1) == static_cast<int>(gridDim.x) - 1;
-      __syncthreads();
-      if (!last) return;
-      __threadfence();
-      for (long long e = threadIdx.x; e < local_experts; e += kThreads) {
-        counts[e] = __ldcg(workspace + e);
-        workspace[e] = 0;
-      }
-      if (threadIdx.x == 0) workspace[local_experts] = 0;
-      return;
+  if (shared) {
+    for (long long e = threadIdx.x; e < local_experts; e += threads) {
+      if (bins[e] != 0) atomicAdd(workspace + e, bins[e]);
     }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(workspace + local_experts, 1) == static_cast<int>(gridDim.x) - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (long long e = threadIdx.x; e < local_experts; e += threads) {
+      counts[e] = __ldcg(workspace + e);
+      workspace[e] = 0;
+    }
+    if (threadIdx.x == 0) workspace[local_experts] = 0;
+    return;
   }
-  for (long long e = threadIdx.x; e < local_experts; e += kThreads) counts[e] = bins[e];
+  for (long long e = threadIdx.x; e < local_experts; e += threads) counts[e] = bins[e];
 }

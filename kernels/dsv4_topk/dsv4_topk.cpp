@@ -78,7 +78,9 @@ const KernelDef& Dsv4Topk::kernel_def() {
       std::string(kName),
       "dsv4_topk/dsv4_topk.cuh",
       "dsv4_topk_kernel",
-      {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"HAS_PADDING"}, {"RENORMALIZE"}},
+      // has_padding is a key field but no template parameter: every binary checks t < num_unpadded
+      // (num_tokens when no count is given, so the check never fires): dsv4-flash 14 -> 7 compiles.
+      {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"RENORMALIZE"}},
       {in("logits"), in("bias", kNoAlign), in("bias_vl", kNoAlign), in("input_ids", kNoAlign), in("tid2eid", kNoAlign),
        out("weights", kNoAlign), out("ids", kNoAlign), integer("num_tokens", kNoSpec),
        integer("logits_stride", kNoSpec), integer("sentinel_lo"), integer("vocab_size", kNoSpec),
@@ -230,7 +232,7 @@ LaunchSpec Dsv4Topk::launch_spec(const Args& a) const {
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(t, kDsv4RowsPerBlock))), 1, 1};
   s.block = {static_cast<unsigned>(32 * kDsv4RowsPerBlock), 1, 1};
   s.constant("NUM_EXPERTS", e).constant("BLOCK_N", dsv4_topk_block_n(e)).constant("TOP_K", k);
-  s.constant("HAS_PADDING", a.num_unpadded ? 1 : 0).constant("RENORMALIZE", a.renormalize ? 1 : 0);
+  s.constant("RENORMALIZE", a.renormalize ? 1 : 0);
   // The attribute only: every binary carries the PDL wait (dsv4_topk.cuh), so launch_pdl is a
   // CompileKey field that no JitKey needs.
   s.programmatic_dependent_launch = a.launch_pdl;

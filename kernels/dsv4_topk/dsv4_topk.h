@@ -47,7 +47,8 @@ std::vector<DType> routing_index_dtypes(const ModelConfig& config);
 //   has_vl, sentinel_lo    VL on (bias_vl given, sentinel_lo > 0) and rep(sentinel_lo), 0 when off
 //                          (launch_spec then passes no bias_vl and sentinel_lo = 0)
 //   has_hash               tid2eid given (launch_spec then passes no bias)
-//   has_padding            num_unpadded given (HAS_PADDING)
+//   has_padding            num_unpadded given (no template parameter: every binary checks the rows
+//                          against num_unpadded, which is num_tokens without a count)
 //   renormalize            RENORMALIZE
 //   launch_pdl             the launch's PDL attribute; not a template parameter (every binary
 //                          waits: dsv4_topk.cuh), so both values share one JitKey

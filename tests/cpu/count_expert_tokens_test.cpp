@@ -175,25 +175,32 @@ TEST(CountExpertTokensKey, holdsIdsDtypeAlignmentClassesAndBlockSize) {
 // kernel_table_test.cpp (generic, every row of the kernel table).
 
 // Contract break 3 (KERNELS.md): a block size recomputed from a small warmup tensor. The
-// catalogue's mutant warms rep(numel) ids for every key, so launch_spec derives a small BLOCK_SIZE.
+// catalogue's mutant warms rep(numel) ids for every key, so launch_spec derives a small block.
+// The kernel reads its block size at run time (KernelDef::block_at_run_time): every block size
+// runs one binary, so the break no longer costs a serving compile, but the launch geometry is still
+// the key's and P1 still names every broken key.
 TEST(CountExpertTokensContract, blockSizeComesFromTheKeyNotFromAWarmupShape) {
   const ModelConfig config = default_config();
+  ASSERT_TRUE(kKernel.kernel_def().block_at_run_time);
   for (const CompileKey& key : kKernel.warmup_keys(config)) {
+    const LaunchSpec launch = kKernel.launch_spec(kKernel.warmup_inputs(key));
+    EXPECT_EQ(launch.block[0], static_cast<unsigned>(key.get_int("block_size"))) << key;
     const BoundKey bound = kKernel.warmup_bound_key(key);
-    EXPECT_EQ(bound.constexprs[0], key.get_int("block_size")) << key;
-    EXPECT_EQ(bound.block[0], static_cast<unsigned>(key.get_int("block_size"))) << key;
+    EXPECT_EQ(bound.constexprs[0], 1024) << key;  // MAX_THREADS: the binary's bound, not the launch's block
+    EXPECT_EQ(bound.block, (std::array<unsigned, 3>{0, 0, 0})) << key;
   }
-  // A prefill step of 8192 tokens runs BLOCK_SIZE = 1024: the contract warms that binary...
+  // A prefill step of 8192 tokens runs 1024 threads a block: the contract warms its binary...
   CountExpertTokensArgs prefill;
   prefill.topk_ids = Tensor::meta(DType::i32, {8192, 6});
   prefill.counts = Tensor::meta(DType::i32, {config.num_local_experts()});
   prefill.workspace = Tensor::meta(DType::i32, {count_expert_tokens_workspace_size(config.num_local_experts())});
+  EXPECT_EQ(kKernel.launch_spec(prefill).block[0], 1024u);
   const BoundKey runtime = kKernel.bound_key(prefill);
   EXPECT_TRUE(test::warms(kKernel, config, runtime));
-  // ...the mutant does not (the serving compile P2 forbids), and P1 names its broken keys.
+  // ...and so does the mutant (one binary for every block size), yet P1 names its broken keys.
   const auto mutant = test::planted("count_expert_tokens.warmup_numel_from_rep");
   ASSERT_NE(mutant, nullptr);
-  EXPECT_FALSE(test::warms(*mutant, config, runtime));
+  EXPECT_TRUE(test::warms(*mutant, config, runtime));
   const std::vector<std::string> problems = test::warmup_findings(*mutant, config);
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems.front().find("block_size"), std::string::npos) << problems.front();

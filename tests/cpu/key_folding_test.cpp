@@ -27,18 +27,20 @@ namespace {
 // The kernels that fold, and the CompileKey fields their JitKey no longer tells apart: a 'D' class
 // (do_not_specialize_on_alignment in the signature, or a conditional fold, KernelDef::fold:
 // count_expert_tokens' numel, dsv4_topk's logits_aligned), or a field that is no template
-// parameter of the binary (dsv4_topk's launch_pdl, moe_align's block_m).
+// parameter of the binary (dsv4_topk's launch_pdl, moe_align's block_m, count_expert_tokens'
+// block_size: KernelDef::block_at_run_time).
 const std::map<std::string, std::set<std::string>>& folded() {
-  static const std::map<std::string, std::set<std::string>> f = {{"fused_moe", {"em", "num_valid"}},
-                                                                 {"nvfp4_moe", {"em", "num_valid"}},
-                                                                 {"moe_mul_sum", {"num_tokens"}},
-                                                                 {"swiglu_limit", {"num_rows"}},
-                                                                 {"compute_identity", {"num_tokens"}},
-                                                                 {"lora_moe", {"num_rows"}},
-                                                                 {"batched_moe", {"max_tokens"}},
-                                                                 {"count_expert_tokens", {"numel"}},
-                                                                 {"dsv4_topk", {"launch_pdl", "logits_aligned"}},
-                                                                 {"moe_align", {"block_m"}}};
+  static const std::map<std::string, std::set<std::string>> f = {
+      {"fused_moe", {"em", "num_valid"}},
+      {"nvfp4_moe", {"em", "num_valid"}},
+      {"moe_mul_sum", {"num_tokens"}},
+      {"swiglu_limit", {"num_rows"}},
+      {"compute_identity", {"num_tokens"}},
+      {"lora_moe", {"num_rows"}},
+      {"batched_moe", {"max_tokens"}},
+      {"count_expert_tokens", {"numel", "block_size"}},
+      {"dsv4_topk", {"launch_pdl", "logits_aligned", "has_padding"}},
+      {"moe_align", {"block_m"}}};
   return f;
 }
 
@@ -71,22 +73,22 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash", "fused_moe", 36, 10},
       {"dsv4-flash", "moe_mul_sum", 28, 16},
       {"dsv4-flash", "swiglu_limit", 8, 4},
-      {"dsv4-flash", "count_expert_tokens", 30, 23},
-      {"dsv4-flash", "dsv4_topk", 32, 14},
+      {"dsv4-flash", "count_expert_tokens", 30, 3},
+      {"dsv4-flash", "dsv4_topk", 32, 7},
       {"dsv4-flash", "moe_align", 8, 2},
-      {"dsv4-flash", nullptr, 142, 69},
+      {"dsv4-flash", nullptr, 142, 42},
       {"dsv4-flash-fp8", "fused_moe", 36, 10},
-      {"dsv4-flash-fp8", nullptr, 142, 69},
+      {"dsv4-flash-fp8", nullptr, 142, 42},
       {"dsv4-flash-f16", "fused_moe", 36, 10},
       {"dsv4-flash-f16", "nvfp4_moe", 36, 10},
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 190, 87},
+      {"dsv4-flash-f16", nullptr, 190, 60},
       {"tiny", "lora_moe", 32, 20},
-      {"tiny", nullptr, 166, 92},
+      {"tiny", nullptr, 166, 63},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
-      {"dsv4-flash-ep8-eplb", "count_expert_tokens", 120, 92},
+      {"dsv4-flash-ep8-eplb", "count_expert_tokens", 120, 12},
       {"dsv4-flash-ep8-eplb", "moe_align", 32, 8},
-      {"dsv4-flash-ep8-eplb", nullptr, 418, 246},
+      {"dsv4-flash-ep8-eplb", nullptr, 418, 152},
   };
   for (const Row& r : rows) {
     const Plan p = r.kernel ? plan_of(r.config, std::string(r.kernel)) : plan_of(r.config);
@@ -182,14 +184,15 @@ TEST(KeyFolding, conditionalFoldsAndRuntimeFieldsFoldOnlyWhereTheyMayFold) {
       << "with aligned ids numel % 16 == 0 compiles the scalar tail out: other code";
   EXPECT_NE(jit_of(aligned), jit_of(unaligned));
 
-  // dsv4_topk: launch_pdl never splits a JitKey; logits_aligned folds for hash-only keys (no VL).
+  // dsv4_topk: launch_pdl and has_padding never split a JitKey (every binary carries the PDL wait
+  // and the padding check); logits_aligned folds for hash-only keys (no VL).
   const Plan topk = plan_of("dsv4-flash", std::string("dsv4_topk"));
   const CompileKey sel = first_key(topk, [](const CompileKey& k) {
                            return !k.get_bool("has_hash") && !k.get_bool("has_vl") && k.get_bool("logits_aligned");
                          }).key;
   EXPECT_EQ(jit_of(sel), jit_of(sel.with("launch_pdl", !sel.get_bool("launch_pdl"))));
   EXPECT_NE(jit_of(sel), jit_of(sel.with("logits_aligned", false))) << "the selection path loads rows 16 bytes wide";
-  EXPECT_NE(jit_of(sel), jit_of(sel.with("has_padding", !sel.get_bool("has_padding"))));
+  EXPECT_EQ(jit_of(sel), jit_of(sel.with("has_padding", !sel.get_bool("has_padding"))));
   const CompileKey hash = first_key(topk, [](const CompileKey& k) {
                             return k.get_bool("has_hash") && !k.get_bool("has_vl") && k.get_bool("logits_aligned");
                           }).key;
