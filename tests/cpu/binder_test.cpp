@@ -190,6 +190,36 @@ TEST(LaunchOptions, blockSizeIsInTheKey) {
   EXPECT_NE(make_jit_key(bind(d, a), {}).digest(), make_jit_key(bind(d, b), {}).digest());
 }
 
+// A kernel that reads its block size at run time (KernelDef::block_at_run_time): launches with
+// different blocks bind to one BoundKey and one JitKey, whose text says so; the launch keeps its block.
+TEST(LaunchOptions, aBlockReadAtRunTimeLeavesTheKey) {
+  KernelDef d = make_def();
+  d.block_at_run_time = true;
+  Tensor x = Tensor::meta(DType::f32, {64});
+  LaunchSpec a, b;
+  a.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5);
+  b = a;
+  a.block = {8, 1, 1};
+  b.block = {1024, 1, 1};
+  const BoundKey ka = bind(d, a), kb = bind(d, b);
+  EXPECT_EQ(ka, kb);
+  EXPECT_EQ(ka.hash, kb.hash);
+  EXPECT_EQ(ka.block, (std::array<unsigned, 3>{0, 0, 0}));
+  const JitKey ja = make_jit_key(ka, {});
+  EXPECT_EQ(ja.digest(), make_jit_key(kb, {}).digest());
+  EXPECT_NE(ja.signature_text().find("){block=any}"), std::string::npos) << ja.signature_text();
+  EXPECT_EQ(a.block[0], 8u) << "the launch itself keeps its block";
+  // The same kernel without the flag: the block is part of the key (a different binary).
+  d.block_at_run_time = false;
+  EXPECT_NE(bind(d, a), bind(d, b));
+  EXPECT_NE(make_jit_key(bind(d, a), {}).digest(), ja.digest());
+  // The constexprs still split keys.
+  d.block_at_run_time = true;
+  LaunchSpec c = a;
+  c.constexprs[0] = 2;
+  EXPECT_NE(bind(d, a), bind(d, c));
+}
+
 TEST(BinderErrors, arityAndKindMismatchesNameTheKernelAndParam) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::f32, {64});
