@@ -15,15 +15,16 @@ namespace {
 constexpr double kProgramCost = 35;
 
 // CPU ms per key of the kernels measured cold (bench/nvrtc_breakdown --config dsv4-flash, one
-// program per kernel, NVRTC 13.0, 2-core CPU machine, 2026-11-30; docs/PERFORMANCE.md "Cold warmup
-// on 2 cores"). Only the ratios matter: they order and size the programs.
+// program per kernel, one thread, NVRTC 13.0, the H200 machine's host, 2026-12-01 16:10 UTC, after
+// the count_expert_tokens and dsv4_topk folds; docs/PERFORMANCE.md "Two more folds"). Only the
+// ratios matter: they order and size the programs.
 struct Measured {
   std::string_view kernel;
   double ms_per_key;
 };
 constexpr Measured kMeasured[] = {
-    {"count_expert_tokens", 51}, {"dsv4_topk", 91},   {"fused_moe", 237},
-    {"moe_align", 215},          {"moe_mul_sum", 59}, {"swiglu_limit", 37},
+    {"count_expert_tokens", 97}, {"dsv4_topk", 169},  {"fused_moe", 246},
+    {"moe_align", 268},          {"moe_mul_sum", 73}, {"swiglu_limit", 54},
 };
 
 // Kernels not measured: ms per byte of their own device header (a small kernel's ~2 KB header is
