@@ -102,7 +102,7 @@ BoundKey bind(const KernelDef& def, const LaunchSpec& spec) {
                             " constexprs, signature has ", def.constexprs.size()));
   BoundKey key;
   key.kernel = &def;
-  key.block = def.block_at_run_time ? std::array<unsigned, 3>{0, 0, 0} : spec.block;
+  key.block = def.block_at_run_time ? kBlockAtRunTime : spec.block;
   for (int i = 0; i < spec.num_constexprs; ++i) {
     const std::string& declared = def.constexprs[i].name;
     if (spec.constexpr_names[i] != declared)

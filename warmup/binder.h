@@ -31,6 +31,10 @@ struct BoundParam {
   bool operator==(const BoundParam&) const = default;
 };
 
+// The block a BoundKey and JitKey record for a kernel that reads its block size at run time
+// (KernelDef::block_at_run_time): no launch has it, and the JitKey prints it as "{block=any}".
+inline constexpr std::array<unsigned, 3> kBlockAtRunTime{0, 0, 0};
+
 // Everything that decides the binary, in a compact form that is cheap to hash and compare.
 struct BoundKey {
   const KernelDef* kernel = nullptr;

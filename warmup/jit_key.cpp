@@ -47,7 +47,7 @@ std::string JitKey::signature_text() const {
     os << (i ? "," : "") << constexprs[i].first << '=' << constexprs[i].second;
   os << "](";
   for (std::size_t i = 0; i < params.size(); ++i) os << (i ? ", " : "") << param_text(params[i]);
-  if (block == std::array<unsigned, 3>{0, 0, 0})  // KernelDef::block_at_run_time
+  if (block == kBlockAtRunTime)
     os << "){block=any}";
   else
     os << "){block=" << block[0] << ',' << block[1] << ',' << block[2] << '}';

@@ -71,9 +71,9 @@ struct KernelDef {
   std::vector<std::string> options = {};
   // The device code takes its block size from blockDim (its __launch_bounds__ is a bound of its own,
   // e.g. a constexpr): launches with different blocks run one binary. bind() then leaves the launch's
-  // block out of the BoundKey (recorded as 0,0,0; the JitKey prints "{block=any}"); the launch itself
-  // uses the LaunchSpec's block, and the CompileKey keeps the field that chose it. Like a fold, it
-  // must be shown by GPU tests at every block size the key space launches.
+  // block out of the BoundKey (recorded as kBlockAtRunTime, warmup/binder.h; the JitKey prints
+  // "{block=any}"); the launch itself uses the LaunchSpec's block, and the CompileKey keeps the field
+  // that chose it. Like a fold, it must be shown by GPU tests at every block size the key space launches.
   bool block_at_run_time = false;
 
   int param_index(std::string_view param_name) const;  // -1 when absent

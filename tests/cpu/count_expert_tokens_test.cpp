@@ -187,7 +187,7 @@ TEST(CountExpertTokensContract, blockSizeComesFromTheKeyNotFromAWarmupShape) {
     EXPECT_EQ(launch.block[0], static_cast<unsigned>(key.get_int("block_size"))) << key;
     const BoundKey bound = kKernel.warmup_bound_key(key);
     EXPECT_EQ(bound.constexprs[0], 1024) << key;  // MAX_THREADS: the binary's bound, not the launch's block
-    EXPECT_EQ(bound.block, (std::array<unsigned, 3>{0, 0, 0})) << key;
+    EXPECT_EQ(bound.block, kBlockAtRunTime) << key;
   }
   // A prefill step of 8192 tokens runs 1024 threads a block: the contract warms its binary...
   CountExpertTokensArgs prefill;
