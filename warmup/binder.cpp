@@ -54,7 +54,11 @@ BoundParam bind_integer(const KernelDef& def, const Param& p, __int128 v) {
 BoundParam bind_pointer(const Param& p, const Tensor* t) {
   BoundParam b;
   if (t == nullptr) {
-    b.attr = ArgAttr::missing;
+    if (p.null_at_run_time) {
+      b.type = static_cast<std::uint8_t>(*p.null_at_run_time);  // a null pointer of this dtype: attr none
+    } else {
+      b.attr = ArgAttr::missing;
+    }
     return b;
   }
   b.type = static_cast<std::uint8_t>(t->dtype());

@@ -15,16 +15,17 @@ namespace {
 constexpr double kProgramCost = 35;
 
 // CPU ms per key of the kernels measured cold (bench/nvrtc_breakdown --config dsv4-flash, one
-// program per kernel, one thread, NVRTC 13.0, the H200 machine's host, 2026-12-01 16:10 UTC, after
-// the count_expert_tokens and dsv4_topk folds; docs/PERFORMANCE.md "Two more folds"). Only the
-// ratios matter: they order and size the programs.
+// program per kernel, one thread, NVRTC 13.0, the H200 machine's host, 2026-12-01 20:23 UTC, after
+// the fused_moe, moe_mul_sum, swiglu_limit and dsv4_topk folds; moe_align from 16:10 UTC, its fold
+// reverted; docs/PERFORMANCE.md "Four more folds"). Only the ratios matter: they order and size
+// the programs.
 struct Measured {
   std::string_view kernel;
   double ms_per_key;
 };
 constexpr Measured kMeasured[] = {
-    {"count_expert_tokens", 97}, {"dsv4_topk", 169},  {"fused_moe", 246},
-    {"moe_align", 268},          {"moe_mul_sum", 73}, {"swiglu_limit", 54},
+    {"count_expert_tokens", 82}, {"dsv4_topk", 136},   {"fused_moe", 273},
+    {"moe_align", 268},          {"moe_mul_sum", 161}, {"swiglu_limit", 109},
 };
 
 // Kernels not measured: ms per byte of their own device header (a small kernel's ~2 KB header is

@@ -28,6 +28,12 @@ struct Param {
   ParamKind kind = ParamKind::pointer;
   Specialize policy = Specialize::specialize;
   bool writable = false;  // pointers only: the kernel writes through it (non-const in device code)
+  // Pointers only: an optional pointer whose absence the device code tests at run time (it then
+  // receives a null pointer). A missing tensor binds as a pointer of this dtype instead of Triton's
+  // ('constexpr', None), so calls with and without it share one binary; the CompileKey keeps the
+  // field that says whether it was given. Like any key field that is no template parameter, it
+  // changes device code: a GPU run with and without the tensor must show it.
+  std::optional<DType> null_at_run_time = std::nullopt;
 };
 
 // Compile-time parameters: integers (sizes, tiles, flags as 0/1).
@@ -42,6 +48,10 @@ inline Param in(std::string name, Specialize p = Specialize::specialize) {
 }
 inline Param out(std::string name, Specialize p = Specialize::specialize) {
   return {std::move(name), ParamKind::pointer, p, true};
+}
+// An optional input the kernel tests for null at run time (Param::null_at_run_time).
+inline Param in_or_null(std::string name, DType none_type, Specialize p = Specialize::specialize) {
+  return {std::move(name), ParamKind::pointer, p, false, none_type};
 }
 inline Param integer(std::string name, Specialize p = Specialize::specialize) {
   return {std::move(name), ParamKind::integer, p, false};

@@ -10,11 +10,16 @@ namespace {
 
 using Base = Wrap<MoeMulSumArgs>;
 
-// #1: dispatch forgets a field that changes the binary (x's alignment: vector loads or not).
-class DispatchForgetsAlignment : public Base {
+// #1: dispatch forgets a field that changes the binary (a single token: num_tokens is the constant
+// 1, a loop of one iteration known at compile time). x's alignment was this mutant's field until
+// the binary tested it at run time (dropping it from dispatch is now only a P1 round-trip error).
+class DispatchForgetsSingleToken : public Base {
  public:
   using Base::Base;
-  CompileKey dispatch(const Args& a) const override { return real().dispatch(a).with("x_aligned", true); }
+  CompileKey dispatch(const Args& a) const override {
+    CompileKey k = real().dispatch(a);
+    return k.get_int("num_tokens") == 1 ? k.with("num_tokens", std::int64_t{2}) : k;
+  }
 };
 
 // #2 (analogue on this kernel): warmup declares the top-k ids as i32 while runtime passes i64.
@@ -162,14 +167,14 @@ class KeyHoldsAnAddress : public Base {
 std::vector<Mutant> moe_mul_sum_mutants() {
   const std::string k = "moe_mul_sum";
   return {
-      {"moe_mul_sum.dispatch_forgets_x_alignment",
+      {"moe_mul_sum.dispatch_forgets_single_token",
        k,
        1,
-       "dispatch reports x as 16-byte aligned whatever it is (a field that changes the binary is dropped)",
+       "dispatch reports one token as the class of 2 (a field that changes the binary is dropped)",
        {"P3"},
        "",
        false,
-       make_mutant<DispatchForgetsAlignment>()},
+       make_mutant<DispatchForgetsSingleToken>()},
       {"moe_mul_sum.warmup_ids_always_i32",
        k,
        2,
@@ -229,8 +234,8 @@ std::vector<Mutant> moe_mul_sum_mutants() {
       {"moe_mul_sum.warmup_only_aligned",
        k,
        10,
-       "warmup_keys covers only 16-byte-aligned x and out",
-       {"P4", "P2"},
+       "warmup_keys covers only 16-byte-aligned x and out (the binary tests alignment at run time, so only P4)",
+       {"P4"},
        "",
        false,
        make_mutant<WarmupOnlyAligned>()},

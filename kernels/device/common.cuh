@@ -181,6 +181,12 @@ __device__ __forceinline__ void store_floats(T* p, long long valid, const float 
   }
 }
 
+// Whether p is 16-byte aligned: for kernels that pick their vector or element-wise body at run
+// time (one binary for aligned and misaligned views; the test is uniform, so no divergence).
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
+}
+
 // Loads N consecutive integers of T (4 or 8 bytes) through the read-only cache as signed 64-bit
 // values (to_index); p must be aligned to the run's widest access.
 template <int N, class T>

@@ -7,7 +7,6 @@
 
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
-#include "warmup/binder.h"
 #include "warmup/domain.h"
 
 namespace warmkey {
@@ -53,20 +52,6 @@ std::vector<DType> routing_index_dtypes(const ModelConfig& config) {
   return out;
 }
 
-namespace {
-
-// Conditional fold (KernelDef::fold): with hash routing and no VL every row is a hash row (it
-// reads its logits one by one and returns before the selection path), so the alignment of logits,
-// which only the selection path's 16-byte row loads use, decides no code there.
-// Proof: bench/sass_fold_check.py compare (docs/PERFORMANCE.md, "Conditional folds").
-void fold_hash_logits(BoundKey& key) {
-  constexpr int kLogits = 0, kBiasVl = 2, kTid2eid = 4;
-  if (key.params[kTid2eid].attr != ArgAttr::missing && key.params[kBiasVl].attr == ArgAttr::missing)
-    key.params[kLogits].attr = ArgAttr::none;
-}
-
-}  // namespace
-
 const KernelDef& Dsv4Topk::kernel_def() {
   using param::floating;
   using param::in;
@@ -81,12 +66,14 @@ const KernelDef& Dsv4Topk::kernel_def() {
       // has_padding is a key field but no template parameter: every binary checks t < num_unpadded
       // (num_tokens when no count is given, so the check never fires): dsv4-flash 14 -> 7 compiles.
       {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"RENORMALIZE"}},
-      {in("logits"), in("bias", kNoAlign), in("bias_vl", kNoAlign), in("input_ids", kNoAlign), in("tid2eid", kNoAlign),
-       out("weights", kNoAlign), out("ids", kNoAlign), integer("num_tokens", kNoSpec),
+      // logits: the staging loop tests the row start's alignment at run time (dsv4_topk.cuh), so
+      // logits_aligned is a CompileKey field that no JitKey needs (it replaces the conditional fold
+      // of hash-only keys, whose rows never stage): dsv4-flash 7 -> 4 compiles.
+      {in("logits", kNoAlign), in("bias", kNoAlign), in("bias_vl", kNoAlign), in("input_ids", kNoAlign),
+       in("tid2eid", kNoAlign), out("weights", kNoAlign), out("ids", kNoAlign), integer("num_tokens", kNoSpec),
        integer("logits_stride", kNoSpec), integer("sentinel_lo"), integer("vocab_size", kNoSpec),
        integer("num_unpadded", kNoSpec), floating("routed_scaling_factor")},
-      &kernel_sources(),
-      &fold_hash_logits};
+      &kernel_sources()};
   return def;
 }
 

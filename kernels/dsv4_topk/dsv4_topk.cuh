@@ -338,10 +338,11 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
   }
 
   // Stage the row in shared memory, slot-major: 16-byte loads when the row start is aligned (base
-  // aligned, stride % 4 == 0).
+  // aligned, stride % 4 == 0; both tested at run time: logits_aligned is a CompileKey field that
+  // no JitKey needs).
   RowSmem<kExperts>& sm = row_smem[threadIdx.x / 32];
   bool vec = false;
-  if constexpr (L::kGroup == 4 && S::logits_aligned && kExperts % 4 == 0) vec = (logits_stride % 4) == 0;
+  if constexpr (L::kGroup == 4 && kExperts % 4 == 0) vec = wk::aligned16(logits) && (logits_stride % 4) == 0;
   if (vec) {
 #pragma unroll
     for (int j = 0; j < L::kSlots / 4; ++j) {

@@ -26,7 +26,7 @@ constexpr std::string_view kName = "fused_moe";
 const std::vector<DType> kSortedIdDTypes = {DType::i32};  // the ids of a sorted (not naive) layout
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kMaxTopK = 64;
-constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: constexprs, bounded
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: i32 arguments, bounded
 constexpr std::int64_t kRowBytes = 128;                  // one k-tile row (device/gemm.cuh)
 constexpr std::int64_t kScaleGroup = 128;                // fp8 block scales: 128 x 128
 constexpr std::int64_t kMaxSharedBytes = 227 * 1024;     // sm_90 opt-in limit per block
@@ -265,20 +265,43 @@ std::vector<std::int64_t> FusedMoeTuning::boundaries(std::int64_t n, std::int64_
 
 const KernelDef& FusedMoe::kernel_def() {
   using param::in;
+  using param::in_or_null;
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
+  // N, K, top_k and mul_routed_weight are key fields but, for bf16/f16/f32 operands, no template
+  // parameters: N, K and top_k are run-time arguments (the constexprs N, K, TOP_K are 0; as in
+  // Triton's fused_moe, whose constexprs are the tile only; the k-loop was a run-time loop
+  // already, device/gemm.cuh), and topk_weights is null when absent (the epilogue tests it). The
+  // two GEMMs of a layer share a tile's binary: dsv4-flash 10 -> 5. fp8 keys keep N, K and TOP_K
+  // as constexprs (fused_moe.cuh: run-time values cost 7 % in the scaled main loop).
   static const KernelDef def{
       std::string(kName),
       "fused_moe/fused_moe.cuh",
       "fused_moe_kernel",
       {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
-      {in("a", kNoAlign), in("b"), out("c", kNoAlign), in("bias", kNoSpec), in("a_scale", kNoSpec),
-       in("b_scale", kNoSpec), in("topk_weights", kNoSpec), in("sorted_token_ids", kNoSpec), in("expert_ids", kNoSpec),
-       in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign), integer("num_valid", kNoAlign),
-       integer("num_experts", kNoSpec), integer("stride_am", kNoSpec), integer("stride_be", kNoSpec),
-       integer("stride_bn", kNoSpec), integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec)},
+      {in("a", kNoAlign),
+       in("b"),
+       out("c", kNoAlign),
+       in("bias", kNoSpec),
+       in("a_scale", kNoSpec),
+       in("b_scale", kNoSpec),
+       in_or_null("topk_weights", DType::f32, kNoSpec),
+       in("sorted_token_ids", kNoSpec),
+       in("expert_ids", kNoSpec),
+       in("num_tokens_post_padded", kNoSpec),
+       integer("em", kNoAlign),
+       integer("num_valid", kNoAlign),
+       integer("num_experts", kNoSpec),
+       integer("stride_am", kNoSpec),
+       integer("stride_be", kNoSpec),
+       integer("stride_bn", kNoSpec),
+       integer("stride_cm", kNoSpec),
+       integer("stride_bias", kNoSpec),
+       integer("size_n", kNoSpec),
+       integer("size_k", kNoSpec),
+       integer("top_k", kNoSpec)},
       &kernel_sources()};
   return def;
 }
@@ -410,7 +433,7 @@ void FusedMoe::validate(const Args& a) const {
   const std::int64_t es = dtype_size(dtype), row16 = 16 / es;
   const std::int64_t m = a.a.size(0), k = a.a.size(1);
   checks::dim_in(kName, "a", a.a, 0, 0, kI32Max, "rows index the grid");
-  checks::dim_in(kName, "a", a.a, 1, kScaleGroup, kMaxDim, "K is a constexpr of the binary");
+  checks::dim_in(kName, "a", a.a, 1, kScaleGroup, kMaxDim, "K is bounded");
   check_input(k % kScaleGroup == 0, kName, "a", "K = ", k, " (", a.a.meta(), ") is not a multiple of 128 (k-tiles)");
   check_input(a.a.stride(1) == 1, kName, "a", "the last dim must be contiguous (", a.a.meta(), ")");
   check_input(a.a.stride(0) <= kI32Max && (m <= 1 || (a.a.stride(0) >= k && a.a.stride(0) % row16 == 0)), kName, "a",
@@ -424,7 +447,7 @@ void FusedMoe::validate(const Args& a) const {
   checks::rank(kName, "b", a.b, 3);
   const std::int64_t e = a.b.size(0), n = a.b.size(1);
   checks::dim_in(kName, "b", a.b, 0, 1, kI32Max, "experts");
-  checks::dim_in(kName, "b", a.b, 1, 8, kMaxDim, "N is a constexpr of the binary");
+  checks::dim_in(kName, "b", a.b, 1, 8, kMaxDim, "N is bounded");
   checks::dim_is(kName, "b", a.b, 2, k, "K from a");
   check_input(n % 8 == 0, kName, "b", "N = ", n, " (", a.b.meta(), ") is not a multiple of 8");
   check_input(a.b.aligned16(), kName, "b", "expert weights must be 16-byte aligned (", a.b.meta(), ")");
@@ -586,9 +609,10 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(m_blocks, 1) * ceil_div(n, tile.block_n)), 1, 1};
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
-  s.constant("N", n)
-      .constant("K", k)
-      .constant("TOP_K", a.top_k)
+  const bool sizes_constexpr = a.a.dtype() == DType::f8e4m3;  // else read at run time (0)
+  s.constant("N", sizes_constexpr ? n : 0)
+      .constant("K", sizes_constexpr ? k : 0)
+      .constant("TOP_K", sizes_constexpr ? a.top_k : 0)
       .constant("BLOCK_M", tile.block_m)
       .constant("BLOCK_N", tile.block_n)
       .constant("BLOCK_K", tile.block_k)
@@ -612,7 +636,10 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
       .integer("stride_be", a.b.stride(0))
       .integer("stride_bn", a.b.stride(1))
       .integer("stride_cm", a.c.stride(0))
-      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0);
+      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0)
+      .integer("size_n", n)
+      .integer("size_k", k)
+      .integer("top_k", a.top_k);
   return s;
 }
 

@@ -24,6 +24,12 @@
 //   divides 128, so a block sees one B scale per k-tile). UE8M0 scales are 2^(byte - 127).
 // - Epilogue straight from the accumulators: (acc + bias) * w, rounded once to the output dtype;
 //   pairs of columns are stored together when C is 16-byte aligned (its row stride is validated).
+//   w = topk_weights[entry], or no multiply when topk_weights is null (the call has none: one
+//   binary serves both GEMMs of a layer).
+// - N, K and TOP_K are run-time arguments (size_n, size_k, top_k) for bf16, f16 and f32 operands:
+//   the k loop is a run-time loop (Tile::pipeline), the n-blocks per m-block come from N; the
+//   contract validates K % 128 == 0 and N % 8 == 0. fp8 keys keep them as constexprs (S::N, S::K,
+//   S::TOP_K non-zero): the scaled main loop ran 7 % slower at 2048 tokens with run-time values.
 template <class S>
 __global__ void __launch_bounds__(32 * S::WARPS)
     fused_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c,
@@ -34,12 +40,10 @@ __global__ void __launch_bounds__(32 * S::WARPS)
                      typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
                      typename S::stride_am_t stride_am, typename S::stride_be_t stride_be,
                      typename S::stride_bn_t stride_bn, typename S::stride_cm_t stride_cm,
-                     typename S::stride_bias_t stride_bias) {
+                     typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
+                     typename S::top_k_t top_k_arg) {
   using T = typename S::a_t;
   using out_t = typename S::c_t;
-  constexpr int kN = static_cast<int>(S::N);
-  constexpr int kK = static_cast<int>(S::K);
-  constexpr int kTopK = static_cast<int>(S::TOP_K);
   constexpr int kBM = static_cast<int>(S::BLOCK_M);
   constexpr int kBN = static_cast<int>(S::BLOCK_N);
   constexpr int kGroupM = static_cast<int>(S::GROUP_M);
@@ -49,13 +53,9 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   constexpr bool kNaive = S::sorted_token_ids_none;
   constexpr bool kFp8 = sizeof(T) == 1;
   constexpr bool kHasBias = !S::bias_none;
-  constexpr bool kMulWeight = !S::topk_weights_none;
-  constexpr int kNumPidN = (kN + kBN - 1) / kBN;
-  constexpr int kKTiles = kK / Cfg::kElemsPerRow;
-  constexpr int kScaleCols = kK / 128;           // fp8: k-groups per row of a_scale / b_scale
-  constexpr int kScaleRowsB = (kN + 127) / 128;  // fp8: n-groups of b_scale
+  // topk_weights is null when the call has none (Param::null_at_run_time): tested once, uniform.
+  const bool mul_weight = !S::topk_weights_none && topk_weights != nullptr;
   static_assert(S::BLOCK_K == Cfg::kElemsPerRow, "fused_moe: BLOCK_K is one 128-byte row of elements");
-  static_assert(kK % Cfg::kElemsPerRow == 0, "fused_moe: K is a whole number of k-tiles");
   static_assert(!kFp8 || (128 % kBN == 0 && !S::a_scale_none && !S::b_scale_none),
                 "fused_moe: fp8 needs both scales and BLOCK_N dividing 128");
   static_assert(!kNaive || S::num_tokens_post_padded_none, "fused_moe: the naive layout has no padded count");
@@ -65,15 +65,24 @@ __global__ void __launch_bounds__(32 * S::WARPS)
 
   const long long nv = WARMKEY_INT(S, num_valid);
   const int tid = static_cast<int>(threadIdx.x);
+  // N, K and TOP_K: the constexprs when non-zero (fp8 keys), else the run-time arguments
+  // (validated: K a multiple of 128, N of 8, TOP_K in [1, 64]).
+  const int n_cols = S::N != 0 ? static_cast<int>(S::N) : static_cast<int>(size_n);
+  const int k_size = S::K != 0 ? static_cast<int>(S::K) : static_cast<int>(size_k);
+  const int top_k = S::TOP_K != 0 ? static_cast<int>(S::TOP_K) : static_cast<int>(top_k_arg);
+  const int num_pid_n = (n_cols + kBN - 1) / kBN;
+  const int k_tiles = k_size / Cfg::kElemsPerRow;
+  const int scale_cols = k_size / 128;            // fp8: k-groups per row of a_scale / b_scale
+  const int scale_rows_b = (n_cols + 127) / 128;  // fp8: n-groups of b_scale
 
   // Block -> (pid_m, pid_n), GROUP_M m-blocks at a time.
-  const int num_pid_m = static_cast<int>(gridDim.x) / kNumPidN;
+  const int num_pid_m = static_cast<int>(gridDim.x) / num_pid_n;
   const int pid = static_cast<int>(blockIdx.x);
-  const int group = pid / (kGroupM * kNumPidN);
+  const int group = pid / (kGroupM * num_pid_n);
   const int first_m = group * kGroupM;
   const int group_size = num_pid_m - first_m < kGroupM ? num_pid_m - first_m : kGroupM;
-  const int pid_m = first_m + (pid % (kGroupM * kNumPidN)) % group_size;
-  const int pid_n = (pid % (kGroupM * kNumPidN)) / group_size;
+  const int pid_m = first_m + (pid % (kGroupM * num_pid_n)) % group_size;
+  const int pid_n = (pid % (kGroupM * num_pid_n)) / group_size;
   const int n0 = pid_n * kBN;
 
   long long em_v = 0;
@@ -98,7 +107,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros
     for (int i = tid; i < kBM * kBN; i += kThreads) {
       const int entry = s_entry[i / kBN], col = n0 + i % kBN;
-      if (entry >= 0 && col < kN) c[static_cast<long long>(entry) * stride_cm + col] = wk::from_float<out_t>(0.0f);
+      if (entry >= 0 && col < n_cols) c[static_cast<long long>(entry) * stride_cm + col] = wk::from_float<out_t>(0.0f);
     }
     return;
   }
@@ -113,7 +122,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
     const int r = (chunk >> 3) < kBM ? (chunk >> 3) : 0;
     const int entry = s_entry[r];
     a_ok[i] = chunk < kBM * wk::gemm::kChunks && entry >= 0;
-    const long long row = a_ok[i] ? entry / kTopK : 0;
+    const long long row = a_ok[i] ? entry / top_k : 0;
     a_src[i] = reinterpret_cast<const char*>(a + row * static_cast<long long>(stride_am)) + (chunk & 7) * 16;
   }
   const char* b_src[Cfg::kBIters];
@@ -123,7 +132,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   for (int i = 0; i < Cfg::kBIters; ++i) {
     const int chunk = tid + i * kThreads;
     const int n = n0 + (chunk >> 3);
-    b_ok[i] = chunk < kBN * wk::gemm::kChunks && n < kN;
+    b_ok[i] = chunk < kBN * wk::gemm::kChunks && n < n_cols;
     b_src[i] = reinterpret_cast<const char*>(b_expert + (b_ok[i] ? n : 0) * static_cast<long long>(stride_bn)) +
                (chunk & 7) * 16;
   }
@@ -165,10 +174,10 @@ __global__ void __launch_bounds__(32 * S::WARPS)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int entry = s_entry[warp_m * Cfg::kWarpM + mi * 16 + h * 8 + g];
-        scale_row[mi][h] = entry >= 0 ? (entry / kTopK) * kScaleCols : -1;
+        scale_row[mi][h] = entry >= 0 ? (entry / top_k) * scale_cols : -1;
       }
-    const typename S::b_scale_t* b_scale_row = b_scale + (e * kScaleRowsB + n0 / 128) * kScaleCols;
-    Cfg::pipeline(smem, kKTiles, load, [&](const char* stage, int kt) {
+    const typename S::b_scale_t* b_scale_row = b_scale + (e * scale_rows_b + n0 / 128) * scale_cols;
+    Cfg::pipeline(smem, k_tiles, load, [&](const char* stage, int kt) {
       float sa[kMI][2];
 #pragma unroll
       for (int mi = 0; mi < kMI; ++mi)
@@ -179,7 +188,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
       Cfg::compute_scaled(stage, acc, sa, sb, warp_m, warp_n, lane);
     });
   } else {
-    Cfg::pipeline(smem, kKTiles, load, [&](const char* stage, int) { Cfg::compute(stage, acc, warp_m, warp_n, lane); });
+    Cfg::pipeline(smem, k_tiles, load, [&](const char* stage, int) { Cfg::compute(stage, acc, warp_m, warp_n, lane); });
   }
 
   // Epilogue: (acc + bias) * w, rounded once, stored by column pairs.
@@ -191,19 +200,19 @@ __global__ void __launch_bounds__(32 * S::WARPS)
       const int entry = s_entry[warp_m * Cfg::kWarpM + mi * 16 + h * 8 + g];
       if (entry < 0) continue;
       float w = 1.0f;
-      if constexpr (kMulWeight) w = __ldg(topk_weights + entry);
+      if (mul_weight) w = __ldg(topk_weights + entry);
       out_t* out_row = c + static_cast<long long>(entry) * stride_cm;
 #pragma unroll
       for (int ni = 0; ni < kNI; ++ni) {
         const int col = n0 + warp_n * Cfg::kWarpN + ni * 8 + 2 * t4;
-        if (col >= kN) continue;
+        if (col >= n_cols) continue;
         float v[2] = {acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]};
         if constexpr (kHasBias) {
           const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
           v[0] += wk::to_float(bias_row[col]);
           v[1] += wk::to_float(bias_row[col + 1]);
         }
-        if constexpr (kMulWeight) v[0] *= w, v[1] *= w;
+        if (mul_weight) v[0] *= w, v[1] *= w;
         if (c_vec)
           wk::store_floats<true, 2>(out_row + col, 2, v);
         else

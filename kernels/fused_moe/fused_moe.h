@@ -129,8 +129,11 @@ class FusedMoeTuning {
 //   dtype, out_dtype          dtypes of a/b and c
 //   quant                     "none" or "fp8_block" (w8a8, 128x128 block scales); with fp8_block
 //                             scale_dtype (f32 or ue8m0)
-//   n, k                      N and K exactly (constexprs: the k loop and the n-blocks unroll)
-//   top_k                     TOP_K (A row = entry / TOP_K)
+//   n, k                      N and K exactly (run-time arguments of the kernel, size_n and size_k,
+//                             for bf16/f16/f32 operands: the k loop is a run-time loop; the
+//                             constexprs N and K for fp8, whose scaled main loop is faster so)
+//   top_k                     TOP_K (A row = entry / top_k; run time or constexpr as N and K, so
+//                             the two GEMMs of a bf16 layer share one binary per tile)
 //   mul_routed_weight         topk_weights given
 //   has_bias                  bias given; then bias_dtype
 //   naive                     the naive layout (sorted_token_ids absent)

@@ -43,8 +43,10 @@ const KernelDef& SwigluLimit::kernel_def() {
       "swiglu_limit/swiglu_limit.cuh",
       "swiglu_limit_kernel",
       {{"HAS_LIMIT"}, {"BLOCK"}},
-      {in("input"), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out"), integer("num_rows", kNoAlign),
-       integer("inter"), integer("num_experts", kNoSpec), floating("limit")},
+      // input and out: their alignment is a CompileKey field tested at run time by every binary
+      // (swiglu_limit.cuh), so it leaves the JitKey: dsv4-flash 4 -> 1 compile.
+      {in("input", kNoAlign), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out", kNoAlign),
+       integer("num_rows", kNoAlign), integer("inter"), integer("num_experts", kNoSpec), floating("limit")},
       &kernel_sources()};
   return def;
 }

@@ -220,6 +220,35 @@ TEST(LaunchOptions, aBlockReadAtRunTimeLeavesTheKey) {
   EXPECT_NE(bind(d, a), bind(d, c));
 }
 
+// An optional pointer the kernel tests for null at run time (Param::null_at_run_time): a call
+// without the tensor binds like a call with one of the declared dtype (one binary), where Triton's
+// rule (the default) makes a missing pointer the constexpr None (another binary).
+TEST(LaunchOptions, aPointerNullAtRunTimeSharesTheBinaryOfAPresentOne) {
+  KernelDef d = make_def();
+  d.params.push_back(param::in_or_null("w_ptr", DType::f32, Specialize::do_not_specialize));
+  Tensor x = Tensor::meta(DType::f32, {64});
+  Tensor w = Tensor::meta(DType::f32, {64}, 4);  // misaligned: do_not_specialize ignores it
+  const std::optional<Tensor> none;
+  LaunchSpec with, without;
+  with.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5).ptr("w_ptr", w);
+  without.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5).ptr("w_ptr", none);
+  const BoundKey kw = bind(d, with), kn = bind(d, without);
+  EXPECT_EQ(kw, kn);
+  EXPECT_EQ(kw.hash, kn.hash);
+  const JitKey jw = make_jit_key(kw, {});
+  EXPECT_EQ(jw.digest(), make_jit_key(kn, {}).digest());
+  EXPECT_NE(jw.signature_text().find("w_ptr:*fp32"), std::string::npos) << jw.signature_text();
+  // Another dtype when present is another binary (the pointer's type is still in the key).
+  Tensor w16 = Tensor::meta(DType::f16, {64});
+  LaunchSpec with16 = without;
+  with16.args[static_cast<std::size_t>(with16.num_args - 1)].tensor = &w16;
+  EXPECT_NE(bind(d, with16), kn);
+  // Without the policy, a missing pointer is Triton's constexpr None: another key.
+  d.params.back() = param::in("w_ptr", Specialize::do_not_specialize);
+  EXPECT_NE(bind(d, with), bind(d, without));
+  EXPECT_NE(make_jit_key(bind(d, without), {}).signature_text().find("w_ptr:constexpr=None"), std::string::npos);
+}
+
 TEST(BinderErrors, arityAndKindMismatchesNameTheKernelAndParam) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::f32, {64});

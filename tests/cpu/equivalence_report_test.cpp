@@ -41,18 +41,17 @@ void expect_contains(const std::string& text, std::string_view part) {
 }
 
 TEST(ViolationReport, keySufficiencyNamesInputKeysAndJitKeyDifference) {
-  VerifyReport r = run("moe_mul_sum.dispatch_forgets_x_alignment");
+  VerifyReport r = run("moe_mul_sum.dispatch_forgets_single_token");
   const Violation* v = find(r, Property::P3, "random case");
   ASSERT_NE(v, nullptr) << r.to_text();
   EXPECT_EQ(v->kernel, "moe_mul_sum");
   EXPECT_EQ(v->config, "dsv4-flash");
   expect_contains(v->input, "x=bf16[");
-  expect_contains(v->input, "@+");  // the misaligned view that dispatch ignored
   ASSERT_TRUE(v->dispatched.has_value());
   ASSERT_TRUE(v->expected.has_value());
-  EXPECT_TRUE(v->dispatched->get_bool("x_aligned"));
+  EXPECT_EQ(v->dispatched->get_int("num_tokens"), 2);  // the class dispatch claimed
   ASSERT_FALSE(v->jit_diff.empty());
-  expect_contains(v->jit_diff.front(), "param x");
+  expect_contains(v->jit_diff.front(), "param num_tokens");
   const std::string text = v->to_text();
   for (const char* part : {"P3 key sufficiency violated: kernel moe_mul_sum, config dsv4-flash",
                            "claim:", "input:", "classes:", "dispatch:", "warmup key:", "JitKey(x):", "JitKey(warm):",
@@ -75,7 +74,7 @@ TEST(ViolationReport, membershipShowsTheNearestWarmupKeyAndTheFieldThatDiffers) 
 }
 
 TEST(ViolationReport, noServingCompileShowsTheNearestWarmedBinary) {
-  VerifyReport r = run("moe_mul_sum.warmup_only_aligned");
+  VerifyReport r = run("count_expert_tokens.warmup_only_aligned");
   const Violation* v = find(r, Property::P2, "random case");
   ASSERT_NE(v, nullptr) << r.to_text();
   EXPECT_FALSE(v->expected_jit_key.empty());

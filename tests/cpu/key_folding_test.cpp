@@ -26,15 +26,17 @@ namespace {
 
 // The kernels that fold, and the CompileKey fields their JitKey no longer tells apart: a 'D' class
 // (do_not_specialize_on_alignment in the signature, or a conditional fold, KernelDef::fold:
-// count_expert_tokens' numel, dsv4_topk's logits_aligned), or a field that is no template
-// parameter of the binary (dsv4_topk's launch_pdl, moe_align's block_m, count_expert_tokens'
-// block_size: KernelDef::block_at_run_time).
+// count_expert_tokens' numel), or a field that is no template parameter of the binary (dsv4_topk's
+// launch_pdl and has_padding; fused_moe's n, k, top_k (run-time arguments) and mul_routed_weight
+// (Param::null_at_run_time); pointer alignments tested at run time (moe_mul_sum, swiglu_limit,
+// dsv4_topk's logits); moe_align's block_m; the block size read from blockDim,
+// KernelDef::block_at_run_time: count_expert_tokens' block_size).
 const std::map<std::string, std::set<std::string>>& folded() {
   static const std::map<std::string, std::set<std::string>> f = {
-      {"fused_moe", {"em", "num_valid"}},
+      {"fused_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight"}},
       {"nvfp4_moe", {"em", "num_valid"}},
-      {"moe_mul_sum", {"num_tokens"}},
-      {"swiglu_limit", {"num_rows"}},
+      {"moe_mul_sum", {"num_tokens", "x_aligned", "out_aligned"}},
+      {"swiglu_limit", {"num_rows", "in_aligned", "out_aligned"}},
       {"compute_identity", {"num_tokens"}},
       {"lora_moe", {"num_rows"}},
       {"batched_moe", {"max_tokens"}},
@@ -70,25 +72,25 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
     std::size_t compile_keys, jit_keys;
   };
   const Row rows[] = {
-      {"dsv4-flash", "fused_moe", 36, 10},
-      {"dsv4-flash", "moe_mul_sum", 28, 16},
-      {"dsv4-flash", "swiglu_limit", 8, 4},
+      {"dsv4-flash", "fused_moe", 36, 5},
+      {"dsv4-flash", "moe_mul_sum", 28, 4},
+      {"dsv4-flash", "swiglu_limit", 8, 1},
       {"dsv4-flash", "count_expert_tokens", 30, 3},
-      {"dsv4-flash", "dsv4_topk", 32, 7},
+      {"dsv4-flash", "dsv4_topk", 32, 4},
       {"dsv4-flash", "moe_align", 8, 2},
-      {"dsv4-flash", nullptr, 142, 42},
+      {"dsv4-flash", nullptr, 142, 19},
       {"dsv4-flash-fp8", "fused_moe", 36, 10},
-      {"dsv4-flash-fp8", nullptr, 142, 42},
-      {"dsv4-flash-f16", "fused_moe", 36, 10},
+      {"dsv4-flash-fp8", nullptr, 142, 24},
+      {"dsv4-flash-f16", "fused_moe", 36, 5},
       {"dsv4-flash-f16", "nvfp4_moe", 36, 10},
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 190, 60},
+      {"dsv4-flash-f16", nullptr, 190, 37},
       {"tiny", "lora_moe", 32, 20},
-      {"tiny", nullptr, 166, 63},
+      {"tiny", nullptr, 166, 44},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
       {"dsv4-flash-ep8-eplb", "count_expert_tokens", 120, 12},
       {"dsv4-flash-ep8-eplb", "moe_align", 32, 8},
-      {"dsv4-flash-ep8-eplb", nullptr, 418, 152},
+      {"dsv4-flash-ep8-eplb", nullptr, 418, 94},
   };
   for (const Row& r : rows) {
     const Plan p = r.kernel ? plan_of(r.config, std::string(r.kernel)) : plan_of(r.config);
@@ -184,31 +186,70 @@ TEST(KeyFolding, conditionalFoldsAndRuntimeFieldsFoldOnlyWhereTheyMayFold) {
       << "with aligned ids numel % 16 == 0 compiles the scalar tail out: other code";
   EXPECT_NE(jit_of(aligned), jit_of(unaligned));
 
-  // dsv4_topk: launch_pdl and has_padding never split a JitKey (every binary carries the PDL wait
-  // and the padding check); logits_aligned folds for hash-only keys (no VL).
+  // dsv4_topk: launch_pdl, has_padding and logits_aligned never split a JitKey (every binary
+  // carries the PDL wait and the padding check, and tests the row start's alignment); the routing
+  // inputs that are given (bias, VL, hash) still do.
   const Plan topk = plan_of("dsv4-flash", std::string("dsv4_topk"));
-  const CompileKey sel = first_key(topk, [](const CompileKey& k) {
-                           return !k.get_bool("has_hash") && !k.get_bool("has_vl") && k.get_bool("logits_aligned");
-                         }).key;
-  EXPECT_EQ(jit_of(sel), jit_of(sel.with("launch_pdl", !sel.get_bool("launch_pdl"))));
-  EXPECT_NE(jit_of(sel), jit_of(sel.with("logits_aligned", false))) << "the selection path loads rows 16 bytes wide";
-  EXPECT_EQ(jit_of(sel), jit_of(sel.with("has_padding", !sel.get_bool("has_padding"))));
-  const CompileKey hash = first_key(topk, [](const CompileKey& k) {
-                            return k.get_bool("has_hash") && !k.get_bool("has_vl") && k.get_bool("logits_aligned");
-                          }).key;
-  EXPECT_EQ(jit_of(hash), jit_of(hash.with("logits_aligned", false)));
-  const CompileKey hash_vl = first_key(topk, [](const CompileKey& k) {
-                               return k.get_bool("has_hash") && k.get_bool("has_vl") && k.get_bool("logits_aligned");
-                             }).key;
-  EXPECT_NE(jit_of(hash_vl), jit_of(hash_vl.with("logits_aligned", false))) << "image rows select: other code";
+  std::set<std::string> routing_binaries;  // one per (hash, VL) combination
+  for (bool hash : {false, true}) {
+    for (bool vl : {false, true}) {
+      const CompileKey k =
+          first_key(topk, [&](const CompileKey& c) {
+            return c.get_bool("has_hash") == hash && c.get_bool("has_vl") == vl && c.get_bool("logits_aligned");
+          }).key;
+      EXPECT_EQ(jit_of(k), jit_of(k.with("launch_pdl", !k.get_bool("launch_pdl")))) << k;
+      EXPECT_EQ(jit_of(k), jit_of(k.with("has_padding", !k.get_bool("has_padding")))) << k;
+      EXPECT_EQ(jit_of(k), jit_of(k.with("logits_aligned", false))) << k;
+      routing_binaries.insert(jit_of(k).digest());
+    }
+  }
+  EXPECT_EQ(routing_binaries.size(), 4U);
 
-  // moe_align: block_m is a run-time argument; the warp count (the block size) is not.
+  // moe_align: block_m is a run-time argument; the warp count (the block size) and the expert count
+  // are constexprs (the warp count read from blockDim cost 2-3 % at 1,024-8,192 tokens on the H200:
+  // docs/PERFORMANCE.md, "Four more folds").
   const Plan align = plan_of("dsv4-flash", std::string("moe_align"));
   const CompileKey a = align.entries.front().key;
   for (std::int64_t m : {16, 32, 64, 128}) EXPECT_EQ(jit_of(a), jit_of(a.with("block_m", m))) << m;
   const CompileKey other_warps =
       first_key(align, [&](const CompileKey& k) { return k.get_int("num_warps") != a.get_int("num_warps"); }).key;
   EXPECT_NE(jit_of(a), jit_of(other_warps));
+  EXPECT_NE(jit_of(a), jit_of(a.with("num_experts", a.get_int("num_experts") / 2)));
+
+  // fused_moe: the W13 and W2 GEMMs of one tile (other N, K, top_k, and weights only in W2) share a
+  // binary; the tile and the layout (naive or sorted) do not.
+  const Plan fm = plan_of("dsv4-flash", std::string("fused_moe"));
+  for (std::int64_t bm : {16, 32, 64, 128}) {
+    auto sorted = [&](const CompileKey& k, std::int64_t top_k) {  // the constant 1 is other code
+      return k.get_int("top_k") == top_k && !k.get_bool("naive") && k.get_int("block_m") == bm &&
+             k.get_int("em") != 1 && k.get_int("num_valid") != 1;
+    };
+    const CompileKey w13 = first_key(fm, [&](const CompileKey& k) { return sorted(k, 6); }).key;
+    const CompileKey w2 = first_key(fm, [&](const CompileKey& k) { return sorted(k, 1); }).key;
+    EXPECT_NE(w13.get_int("k"), w2.get_int("k"));
+    EXPECT_NE(w13.get_bool("mul_routed_weight"), w2.get_bool("mul_routed_weight"));
+    EXPECT_EQ(jit_of(w13), jit_of(w2)) << w13 << " / " << w2;
+  }
+
+  // fp8 keeps N, K and TOP_K as constexprs: its W13 and W2 never share a binary.
+  const Plan fp8 = plan_of("dsv4-flash-fp8", std::string("fused_moe"));
+  const CompileKey f13 = first_key(fp8, [](const CompileKey& k) { return k.get_int("top_k") == 6; }).key;
+  const CompileKey f2 = first_key(fp8, [&](const CompileKey& k) {
+                          return k.get_int("top_k") == 1 && k.get_int("block_m") == f13.get_int("block_m") &&
+                                 k.get_bool("naive") == f13.get_bool("naive");
+                        }).key;
+  EXPECT_NE(jit_of(f13), jit_of(f2));
+  EXPECT_NE(jit_of(f13).constexprs.front().second, 0) << "N of an fp8 key is its constexpr";
+
+  // moe_mul_sum and swiglu_limit: the pointers' alignment is tested at run time.
+  const Plan mms = plan_of("dsv4-flash", std::string("moe_mul_sum"));
+  const CompileKey m = mms.entries.front().key;
+  EXPECT_EQ(jit_of(m), jit_of(m.with("x_aligned", !m.get_bool("x_aligned"))));
+  EXPECT_EQ(jit_of(m), jit_of(m.with("out_aligned", !m.get_bool("out_aligned"))));
+  const Plan sw = plan_of("dsv4-flash", std::string("swiglu_limit"));
+  const CompileKey s = sw.entries.front().key;
+  EXPECT_EQ(jit_of(s), jit_of(s.with("in_aligned", !s.get_bool("in_aligned"))));
+  EXPECT_EQ(jit_of(s), jit_of(s.with("out_aligned", !s.get_bool("out_aligned"))));
 }
 
 // ---- the folded class reaches no instruction (real NVRTC, compile-only) --------------------------
