@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   const int tid = static_cast<int>(threadIdx.x);
 
   const T* a_expert = a + e * static_cast<long long>(stride_ae);
-  const bool a_vec = (reinterpret_cast<unsigned long long>(a) & 15ull) == 0;
+  const bool a_vec = wk::aligned16(a);
   const char* a_src[Cfg::kAIters];
   bool a_ok[Cfg::kAIters];
 #pragma unroll
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
     Cfg::pipeline(smem, kKTiles, load, [&](const char* stage, int) { Cfg::compute(stage, acc, warp_m, warp_n, lane); });
   }
 
-  const bool c_vec = (reinterpret_cast<unsigned long long>(c) & 15ull) == 0;
+  const bool c_vec = wk::aligned16(c);
   out_t* c_expert = c + e * static_cast<long long>(stride_ce);
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi) {

@@ -181,8 +181,8 @@ __device__ __forceinline__ void store_floats(T* p, long long valid, const float 
   }
 }
 
-// Whether p is 16-byte aligned: for kernels that pick their vector or element-wise body at run
-// time (one binary for aligned and misaligned views; the test is uniform, so no divergence).
+// Whether p is 16-byte aligned: for kernels that pick vector or element-wise access at run time
+// (one binary for aligned and misaligned views; the test is uniform, so no divergence).
 __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0;
 }

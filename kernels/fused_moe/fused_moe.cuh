@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   }
 
   // Per-thread copy sources: fixed (row, chunk) pairs for the whole k loop.
-  const bool a_vec = (reinterpret_cast<unsigned long long>(a) & 15ull) == 0;
+  const bool a_vec = wk::aligned16(a);
   const char* a_src[Cfg::kAIters];
   bool a_ok[Cfg::kAIters];
 #pragma unroll
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   }
 
   // Epilogue: (acc + bias) * w, rounded once, stored by column pairs.
-  const bool c_vec = (reinterpret_cast<unsigned long long>(c) & 15ull) == 0;
+  const bool c_vec = wk::aligned16(c);
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi) {
 #pragma unroll

@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   }
 
   // A: fixed (row, chunk) sources for the whole k loop, as in fused_moe.
-  const bool a_vec = (reinterpret_cast<unsigned long long>(a) & 15ull) == 0;
+  const bool a_vec = wk::aligned16(a);
   const char* a_src[Cfg::kAIters];
   bool a_ok[Cfg::kAIters];
 #pragma unroll
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
 
   // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
   const float gs = __ldg(b_global_scale + e);
-  const bool c_vec = (reinterpret_cast<unsigned long long>(c) & 15ull) == 0;
+  const bool c_vec = wk::aligned16(c);
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi) {
 #pragma unroll
