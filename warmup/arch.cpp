@@ -103,7 +103,7 @@ std::string resolve_arch(const std::string& requested, const std::optional<std::
     std::vector<std::string> one = parse_arch_list(requested, "the runtime's target arch");
     if (one.size() != 1)
       throw InputError(str_cat("the runtime's target arch: one architecture expected, not '", requested, "'"));
-    if (device && !compile_only && one[0] != *device)
+    if (device && !compile_only && !arch_runs_on(one[0], *device))
       throw InputError(str_cat("JitRuntime: the target architecture is ", one[0], " but the device is ", *device,
                                ": nothing compiled for ", one[0],
                                " can launch here (leave the arch unset to take the device's, or make the runtime "
@@ -111,7 +111,11 @@ std::string resolve_arch(const std::string& requested, const std::optional<std::
     return one[0];
   }
   if (device) {
-    if (!compile_only && !env.empty() && std::find(env.begin(), env.end(), *device) == env.end()) {
+    if (!compile_only && !env.empty()) {
+      // The first architecture warmed that runs here: WARMKEY_ARCH=sm_90 on an sm_90a device picks the
+      // portable code on purpose.
+      for (const auto& a : env)
+        if (arch_runs_on(a, *device)) return a;
       std::string list;
       for (const auto& a : env) list += str_cat(list.empty() ? "" : ",", a);
       throw InputError(str_cat("JitRuntime: the device is ", *device, " but WARMKEY_ARCH=", list,
@@ -141,8 +145,19 @@ std::optional<std::string> arch_from_probe(const std::vector<std::pair<int, int>
   if (first.first <= 0 || first.second < 0) return std::nullopt;
   for (const auto& c : capabilities)
     if (c != first) return std::nullopt;
-  return str_cat("sm_", first.first, first.second);
+  return native_arch(first.first, first.second);
 }
+
+std::string native_arch(int major, int minor) {
+  return str_cat("sm_", major, minor, major == 9 && minor == 0 ? "a" : "");
+}
+
+std::string_view arch_base(std::string_view arch) {
+  while (!arch.empty() && (arch.back() == 'a' || arch.back() == 'f')) arch.remove_suffix(1);
+  return arch;
+}
+
+bool arch_runs_on(std::string_view binary, std::string_view device) { return arch_base(binary) == arch_base(device); }
 
 namespace {
 

@@ -10,8 +10,19 @@
 
 namespace warmkey {
 
-// The architecture of a compile-only machine that names none.
+// The architecture of a compile-only machine that names none: the portable code (no wgmma).
 inline constexpr const char* kFallbackArch = "sm_90";
+
+// The arch a device of compute capability major.minor compiles for by default: the arch-specific
+// variant where warmkey has code for it ("sm_90a": wgmma and setmaxnreg, the Hopper expert GEMM),
+// else the plain one ("sm_100"). A cubin for sm_90a runs on compute capability 9.0 only, and the
+// JitKey names the arch with its suffix, so portable and arch-specific binaries never mix.
+std::string native_arch(int major, int minor);
+// "sm_90a" -> "sm_90": the architecture number without its a / f suffix.
+std::string_view arch_base(std::string_view arch);
+// Whether code built for `binary` runs on a device whose native arch is `device`: the same
+// architecture number (sm_90 and sm_90a code both run on an sm_90a device; neither on sm_100).
+bool arch_runs_on(std::string_view binary, std::string_view device);
 
 // Parses "sm_90" or "sm_90,sm_100" (blanks around entries allowed). Each entry must be a real
 // architecture this NVRTC can make a cubin for: "sm_<N>" with N in nvrtcGetSupportedArchs(), or

@@ -32,6 +32,7 @@ const char* kind_name(ParamKind k) {
     case ParamKind::integer: return "integer";
     case ParamKind::floating: return "float";
     case ParamKind::boolean: return "bool";
+    case ParamKind::tensor_map: return "tensor map";
   }
   return "?";
 }
@@ -125,7 +126,8 @@ BoundKey bind(const KernelDef& def, const LaunchSpec& spec) {
       case ParamKind::pointer: key.params[i] = bind_pointer(p, a.tensor); break;
       case ParamKind::integer: key.params[i] = bind_integer(def, p, a.integer); break;
       case ParamKind::floating:
-      case ParamKind::boolean: break;  // type only
+      case ParamKind::boolean:
+      case ParamKind::tensor_map: break;  // type only
     }
   }
   if (def.fold != nullptr) def.fold(key);
@@ -155,6 +157,7 @@ std::string triton_repr(const KernelDef& def, const BoundKey& key, int param) {
     }
     case ParamKind::floating: return "('fp32', None)";
     case ParamKind::boolean: return "('u1', None)";
+    case ParamKind::tensor_map: return "('nvTmaDesc', None)";
   }
   return "";
 }

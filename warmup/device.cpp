@@ -9,6 +9,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
@@ -46,6 +47,10 @@ struct Device::Api {
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*tensor_map_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                      CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                      CUtensorMapFloatOOBfill) = nullptr;  // optional (CUDA 12+)
 };
 
 namespace {
@@ -81,6 +86,8 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.func_set_attribute, {"cuFuncSetAttribute"});
   resolve(lib, &a.launch_kernel, {"cuLaunchKernel"});
   a.launch_kernel_ex = reinterpret_cast<decltype(a.launch_kernel_ex)>(::dlsym(lib, "cuLaunchKernelEx"));
+  a.tensor_map_encode_tiled =
+      reinterpret_cast<decltype(a.tensor_map_encode_tiled)>(::dlsym(lib, "cuTensorMapEncodeTiled"));
   resolve(lib, &a.mem_alloc, {"cuMemAlloc_v2"});
   resolve(lib, &a.mem_free, {"cuMemFree_v2"});
   resolve(lib, &a.memcpy_htod, {"cuMemcpyHtoD_v2"});
@@ -97,10 +104,35 @@ void resolve_all(void* lib, auto& a) {
 }
 
 // Kernel arguments in the layout cuLaunchKernel reads: one 8-byte slot per parameter.
+// Tensor-map parameters point into `maps` (128 bytes each, 64-byte aligned, zero unless encoded).
 struct PackedArgs {
   std::array<std::uint64_t, kMaxParams> slots{};
   std::array<void*, kMaxParams> ptrs{};
+  alignas(64) std::array<CUtensorMap, kMaxTensorMaps + 1> maps{};  // the last one: the zeros of a map not given
 };
+
+// The driver's element type of a tensor map over `d` (fp8 moves as raw bytes).
+CUtensorMapDataType map_dtype(DType d, const std::string& what) {
+  switch (d) {
+    case DType::bf16: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    case DType::f16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case DType::f32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case DType::i32: return CU_TENSOR_MAP_DATA_TYPE_INT32;
+    default:
+      if (dtype_size(d) == 1) return CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  }
+  throw BindError(str_cat(what, ": no tensor-map element type for ", dtype_name(d)));
+}
+
+CUtensorMapSwizzle map_swizzle(int bytes, const std::string& what) {
+  switch (bytes) {
+    case 0: return CU_TENSOR_MAP_SWIZZLE_NONE;
+    case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+    case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+    case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+    default: throw BindError(str_cat(what, ": swizzle ", bytes, " is not 0, 32, 64 or 128 bytes"));
+  }
+}
 
 template <class T>
 void put(PackedArgs& p, int i, T v) {
@@ -137,6 +169,11 @@ PackedArgs pack(const BoundKey& bound, const LaunchSpec& spec) {
       case ParamKind::integer: pack_integer(p, i, bound.params[i], a.integer); break;
       case ParamKind::floating: put(p, i, static_cast<float>(a.floating)); break;
       case ParamKind::boolean: put(p, i, a.boolean); break;
+      case ParamKind::tensor_map: {
+        if (a.map >= 0 && spec.maps[a.map].tensor != nullptr)
+          (void)spec.maps[a.map].tensor->data_ptr();  // meta: throws
+        break;                                        // pointed at by Device::launch, which encodes the maps
+      }
     }
   }
   return p;
@@ -191,6 +228,14 @@ Device& Device::instance() {
   static Device* device = new Device();
   initialised_.store(device, std::memory_order_release);
   return *device;
+}
+
+unsigned device_multiprocessors(unsigned fallback) {
+  static const unsigned sms = [] {
+    Device& d = Device::instance();
+    return d.available() ? static_cast<unsigned>(d.multiprocessors()) : 0u;
+  }();
+  return sms > 0 ? sms : fallback;
 }
 
 int device_ordinal() {
@@ -271,7 +316,7 @@ void Device::make_current() const {
 
 std::string Device::arch() const {
   require();
-  return str_cat("sm_", major_, minor_);
+  return native_arch(major_, minor_);
 }
 
 struct Device::Module {
@@ -319,6 +364,14 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
                     const LaunchSpec& spec, Stream stream) {
   PackedArgs args = pack(bound, spec);
   require();
+  for (int i = 0; i < spec.num_args; ++i) {
+    if (bound.kernel->params[i].kind != ParamKind::tensor_map) continue;
+    const int m = spec.args[i].map;
+    args.ptrs[i] = &args.maps[m >= 0 ? m : kMaxTensorMaps];
+    if (m >= 0)
+      encode_map(spec.maps[m], &args.maps[m],
+                 str_cat("kernel '", bound.kernel->name, "': tensor map '", bound.kernel->params[i].name, "'"));
+  }
   auto fn = static_cast<CUfunction>(function_cache.load(std::memory_order_acquire));
   if (fn == nullptr) {
     fn = static_cast<CUfunction>(function(k));
@@ -353,6 +406,32 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
     check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", spec.grid[0], ",",
                      spec.grid[1], ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
                      " shared=", spec.shared_bytes));
+}
+
+void Device::encode_map(const TensorMapDesc& d, void* out_bytes, const std::string& what) {
+  auto* out = static_cast<CUtensorMap*>(out_bytes);
+  if (api_->tensor_map_encode_tiled == nullptr)
+    throw DeviceError(str_cat(what, ": this driver has no cuTensorMapEncodeTiled (CUDA 12 or newer needed)"));
+  std::array<cuuint64_t, 5> dims{};
+  std::array<cuuint64_t, 4> strides{};
+  std::array<cuuint32_t, 5> box{}, element_strides{};
+  for (int i = 0; i < d.rank; ++i) {
+    dims[i] = d.dims[i];
+    box[i] = d.box[i];
+    element_strides[i] = 1;
+    if (i + 1 < d.rank) strides[i] = d.strides[i];
+  }
+  const CUresult r = api_->tensor_map_encode_tiled(
+      out, map_dtype(d.tensor->dtype(), what), static_cast<cuuint32_t>(d.rank), d.tensor->data_ptr(), dims.data(),
+      strides.data(), box.data(), element_strides.data(), CU_TENSOR_MAP_INTERLEAVE_NONE,
+      map_swizzle(d.swizzle_bytes, what), CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::string shape;
+    for (int i = 0; i < d.rank; ++i)
+      shape += str_cat(i ? "," : "", dims[i], "/box ", box[i], i + 1 < d.rank ? str_cat("/stride ", strides[i]) : "");
+    check(r, str_cat(what, ": cuTensorMapEncodeTiled (rank ", d.rank, ": ", shape, ", base ", d.tensor->data_ptr(),
+                     ", swizzle ", d.swizzle_bytes, ")"));
+  }
 }
 
 DeviceBuffer Device::alloc(std::size_t bytes) {

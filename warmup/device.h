@@ -42,6 +42,10 @@ class DeviceBuffer {
 // ordinal (0-1024) is a DeviceError naming it.
 int device_ordinal();
 
+// The device's multiprocessor count, or `fallback` without a device (a persistent kernel's grid
+// bound). Cached after the first call that finds a device.
+unsigned device_multiprocessors(unsigned fallback);
+
 class Device {
  public:
   // The process-wide device (ordinal $WARMKEY_DEVICE or 0). Never throws: a missing driver or
@@ -59,7 +63,7 @@ class Device {
   const std::string& unavailable_reason() const { return reason_; }
   std::string name() const { return name_; }
   int multiprocessors() const { return sms_; }
-  std::string arch() const;  // "sm_90"
+  std::string arch() const;  // native_arch(): "sm_90a" on an H100/H200
 
   // Loads (once per distinct cubin) the module holding the kernel; returns the CUfunction. The
   // module load runs outside the device's lock: loading one module stalls no other launch, and
@@ -99,6 +103,8 @@ class Device {
   void require() const;       // throws DeviceError with the reason when no device is available
   void make_current() const;  // binds the primary context to the calling thread (creating it first)
   void load(int ordinal);     // fills api_ and the device facts; throws DeviceError
+  // Encodes d into the 128-byte CUtensorMap at out; throws DeviceError naming `what` and the shape.
+  void encode_map(const TensorMapDesc& d, void* out, const std::string& what);
 
   static inline std::atomic<Device*> initialised_{nullptr};
   struct Api;

@@ -112,8 +112,9 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
         case ParamKind::integer: pk.type = int_type_name(b.type); break;
         case ParamKind::floating: pk.type = "fp32"; break;
         case ParamKind::boolean: pk.type = "u1"; break;
+        case ParamKind::tensor_map: pk.type = "tmap"; break;
       }
-      if (p.kind == ParamKind::floating || p.kind == ParamKind::boolean)
+      if (p.kind == ParamKind::floating || p.kind == ParamKind::boolean || p.kind == ParamKind::tensor_map)
         pk.attr = "None";
       else if (b.attr == ArgAttr::divisible16)
         pk.attr = "D";
@@ -184,6 +185,8 @@ std::string instantiation_source(const JitKey& key, const std::string& struct_na
     } else if (p.type == "u1") {
       t = "bool";
       os << "  using " << p.name << "_t = bool;\n";
+    } else if (p.type == "tmap") {
+      os << "  using " << p.name << "_t = warmkey_tensor_map;\n";
     } else {
       // integer: i32/i64/u64, or constexpr 1 (passed as i32, read as the constant 1)
       t = p.type == "constexpr" ? "int" : int_device_type(p.type);
@@ -212,7 +215,9 @@ const std::string& instantiation_prelude() {
   // Compile-time helper every instantiation's signature static_assert uses.
   static const std::string prelude =
       "template <class A, class B> struct warmkey_same_type { static constexpr bool value = false; };\n"
-      "template <class A> struct warmkey_same_type<A, A> { static constexpr bool value = true; };\n";
+      "template <class A> struct warmkey_same_type<A, A> { static constexpr bool value = true; };\n"
+      // The driver's CUtensorMap (cuda.h is a host header): 128 opaque bytes, 64-byte aligned.
+      "struct alignas(64) warmkey_tensor_map { unsigned long long opaque[16]; };\n";
   return prelude;
 }
 
@@ -238,6 +243,7 @@ JitKey generator_sample_key() {
                                       {"n_one", "constexpr", "1", false},
                                       {"f", "fp32", "None", false},
                                       {"b", "u1", "None", false},
+                                      {"m", "tmap", "None", false},
                                   });
   return k;
 }

@@ -76,7 +76,7 @@ std::vector<std::string> diff(const JitKey& from, const JitKey& to);
 // Bump when the generated code or the argument packing changes in a way the text below does not show
 // (e.g. Device's packing of arguments into 8-byte slots).
 inline constexpr const char* kGeneratorVersion =
-    "warmkey-gen-1 abi=slots8:ptr=u64,i32|i64|u64,constexpr1=i32(1),fp32,u1";
+    "warmkey-gen-2 abi=slots8:ptr=u64,i32|i64|u64,constexpr1=i32(1),fp32,u1,tmap=128B";
 
 // Text every NVRTC program starts with (helpers the generated instantiations use).
 const std::string& instantiation_prelude();

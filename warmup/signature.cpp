@@ -57,4 +57,16 @@ LaunchSpec& LaunchSpec::flag(std::string_view name, bool v) {
   return *this;
 }
 
+LaunchSpec& LaunchSpec::tensor_map(std::string_view name, const std::optional<TensorMapDesc>& desc) {
+  ArgValue& a = next_arg(*this, name, ParamKind::tensor_map);
+  if (!desc) return *this;
+  if (num_maps >= kMaxTensorMaps)
+    throw BindError(str_cat("launch spec: more than ", kMaxTensorMaps, " tensor maps (at '", name, "')"));
+  if (desc->tensor == nullptr || desc->rank < 1 || desc->rank > 5)
+    throw BindError(str_cat("launch spec: tensor map '", name, "' needs a tensor and a rank in [1, 5]"));
+  maps[num_maps] = *desc;
+  a.map = num_maps++;
+  return *this;
+}
+
 }  // namespace warmkey

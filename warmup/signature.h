@@ -18,7 +18,9 @@ struct BoundKey;
 inline constexpr int kMaxParams = 32;
 inline constexpr int kMaxConstexprs = 16;
 
-enum class ParamKind : std::uint8_t { pointer, integer, floating, boolean };
+// tensor_map: a TMA descriptor (the driver's 128-byte CUtensorMap) passed by value, encoded at launch
+// from a TensorMapDesc; the device entry takes it as `const __grid_constant__ warmkey_tensor_map`.
+enum class ParamKind : std::uint8_t { pointer, integer, floating, boolean, tensor_map };
 
 // Triton's per-argument specialisation policies (DESIGN.md §3).
 enum class Specialize : std::uint8_t { specialize, do_not_specialize, do_not_specialize_on_alignment };
@@ -58,6 +60,7 @@ inline Param integer(std::string name, Specialize p = Specialize::specialize) {
 }
 inline Param floating(std::string name) { return {std::move(name), ParamKind::floating}; }
 inline Param boolean(std::string name) { return {std::move(name), ParamKind::boolean}; }
+inline Param tensor_map(std::string name) { return {std::move(name), ParamKind::tensor_map}; }
 }  // namespace param
 
 // Everything warmkey needs to bind, name and compile one kernel. Declared once per kernel.
@@ -89,6 +92,21 @@ struct KernelDef {
   int param_index(std::string_view param_name) const;  // -1 when absent
 };
 
+// What a tensor map describes (cuTensorMapEncodeTiled's arguments): a tiled view of `tensor`'s
+// memory, dimension 0 innermost. Encoded by Device at launch; a launch whose kernel will not read
+// the map passes none (the kernel then gets 128 zero bytes). Never part of a key: only the
+// parameter's kind is, so the binary is the same for every shape.
+struct TensorMapDesc {
+  const Tensor* tensor = nullptr;
+  int rank = 0;                            // 1..5
+  std::array<std::uint64_t, 5> dims{};     // elements per dimension
+  std::array<std::uint64_t, 4> strides{};  // bytes between consecutive entries of dimensions 1.., multiples of 16
+  std::array<std::uint32_t, 5> box{};      // elements per dimension of one copy (each <= 256)
+  int swizzle_bytes = 0;                   // 0, 32, 64 or 128 (the box's inner extent in bytes must not exceed it)
+  bool operator==(const TensorMapDesc&) const = default;
+};
+inline constexpr int kMaxTensorMaps = 4;
+
 // One runtime argument as launch_spec produced it. `name` is the parameter's name as launch_spec
 // spelled it (a string literal): the binder checks it against the signature, so two same-typed
 // arguments passed in the wrong order are an error, not a silent wrong launch.
@@ -99,6 +117,7 @@ struct ArgValue {
   __int128 integer = 0;
   double floating = 0;
   bool boolean = false;
+  int map = -1;  // tensor_map: index into LaunchSpec::maps, or -1 (none: zeros)
 };
 
 // What both runtime and warmup compute from Args: the launch and the compile-time values.
@@ -118,6 +137,8 @@ struct LaunchSpec {
   int num_constexprs = 0;
   std::array<ArgValue, kMaxParams> args{};
   int num_args = 0;
+  std::array<TensorMapDesc, kMaxTensorMaps> maps{};
+  int num_maps = 0;
 
   LaunchSpec& constant(std::string_view name, std::int64_t v);
   LaunchSpec& ptr(std::string_view name, const Tensor& t);
@@ -125,6 +146,7 @@ struct LaunchSpec {
   LaunchSpec& integer(std::string_view name, __int128 v);
   LaunchSpec& floating(std::string_view name, double v);
   LaunchSpec& flag(std::string_view name, bool v);
+  LaunchSpec& tensor_map(std::string_view name, const std::optional<TensorMapDesc>& desc);  // nullopt: zeros
 };
 
 }  // namespace warmkey

@@ -16,6 +16,7 @@
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
 #include "kernels/common/value_classes.h"
+#include "warmup/device.h"
 #include "warmup/domain.h"
 #include "warmup/source_set.h"
 
@@ -36,7 +37,13 @@ constexpr std::initializer_list<DType> kNaiveIdDTypes = {DType::i32, DType::u32,
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t block_k_of(DType d) { return kRowBytes / dtype_size(d); }
+// The warp-specialised tile (device/gemm_ws.cuh): 128 x 256, 3 warpgroups, TMA, persistent grid.
+constexpr std::int64_t kWsWarps = 12;
+constexpr std::int64_t kWsBlockM = 128, kWsBlockN = 256;
+constexpr unsigned kFallbackSms = 132;  // an H200's multiprocessors: the grid bound without a device
+bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
 std::int64_t shared_bytes(const FusedMoeTile& t) {
+  if (warp_specialised(t)) return 1024 + t.stages * (kWsBlockM + kWsBlockN) * kRowBytes + t.stages * 16;  // gemm_ws.cuh
   return t.stages * (t.block_m + t.block_n) * kRowBytes + t.block_m * 4;
 }
 
@@ -45,15 +52,23 @@ std::string tile_problem(const FusedMoeTile& t, DType dtype) {
   auto one_of = [](std::int64_t v, std::initializer_list<std::int64_t> allowed) {
     return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
   };
+  if (warp_specialised(t)) {
+    if (t.block_m != kWsBlockM || t.block_n != kWsBlockN)
+      return str_cat("warps 12 (the warp-specialised tile) needs block 128x256, not ", t.block_m, "x", t.block_n);
+    if (dtype != DType::bf16 && dtype != DType::f16 && dtype != DType::f8e4m3)
+      return str_cat("warps 12 (the warp-specialised tile) takes bf16, f16 or f8e4m3 operands, not ", dtype);
+  } else if (t.block_n == kWsBlockN) {
+    return "block_n 256 is the warp-specialised tile's: it needs warps 12";
+  }
   if (!one_of(t.block_m, {16, 32, 64, 128})) return str_cat("block_m ", t.block_m, " is not one of 16, 32, 64, 128");
-  if (!one_of(t.block_n, {64, 128})) return str_cat("block_n ", t.block_n, " is not one of 64, 128");
+  if (!one_of(t.block_n, {64, 128, 256})) return str_cat("block_n ", t.block_n, " is not one of 64, 128, 256");
   if (t.block_k != block_k_of(dtype))
     return str_cat("block_k ", t.block_k, " must be ", block_k_of(dtype), " for ", dtype, " (one 128-byte row)");
-  if (!one_of(t.warps, {4, 8})) return str_cat("warps ", t.warps, " is not 4 or 8");
+  if (!one_of(t.warps, {4, 8, 12})) return str_cat("warps ", t.warps, " is not 4, 8 or 12");
   if (t.stages < 2 || t.stages > 8) return str_cat("stages ", t.stages, " is outside [2, 8]");
   if (t.group_m < 1 || t.group_m > 64) return str_cat("group_m ", t.group_m, " is outside [1, 64]");
   const std::int64_t warps_m = t.block_m >= 64 ? 2 : 1, warps_n = t.warps / warps_m;
-  if ((t.block_m / warps_m) % 16 != 0 || t.block_n % (warps_n * 16) != 0)
+  if (!warp_specialised(t) && ((t.block_m / warps_m) % 16 != 0 || t.block_n % (warps_n * 16) != 0))
     return str_cat("block ", t.block_m, "x", t.block_n, " does not split into ", warps_m, "x", warps_n,
                    " warp tiles of multiples of 16");
   if (shared_bytes(t) > kMaxSharedBytes)
@@ -111,7 +126,8 @@ FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DT
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) return make_tile(16, 64, 1, 4, 5, dtype);
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e) return make_tile(32, 64, 1, 4, 4, dtype);
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return make_tile(64, fp8 ? 64 : 128, 8, 4, 4, dtype);
-  return make_tile(128, fp8 ? 64 : 128, 8, 8, 4, dtype);
+  if (dtype == DType::f32) return make_tile(128, 128, 8, 8, 4, dtype);
+  return make_tile(kWsBlockM, kWsBlockN, 8, kWsWarps, 4, dtype);  // warp-specialised: TMA + wgmma on sm_90a
 }
 
 bool fused_moe_naive(std::int64_t num_tokens, std::int64_t top_k, std::int64_t num_experts) {
@@ -301,7 +317,8 @@ const KernelDef& FusedMoe::kernel_def() {
        integer("stride_bias", kNoSpec),
        integer("size_n", kNoSpec),
        integer("size_k", kNoSpec),
-       integer("top_k", kNoSpec)},
+       integer("top_k", kNoSpec),
+       param::tensor_map("b_map")},
       &kernel_sources()};
   return def;
 }
@@ -493,6 +510,8 @@ void FusedMoe::validate(const Args& a) const {
   // the tile
   const FusedMoeTile tile = tile_of(a);
   if (const std::string p = tile_problem(tile, dtype); !p.empty()) fail_input(kName, "tile", p);
+  check_input(!warp_specialised(tile) || a.sorted_token_ids.has_value(), kName, "tile",
+              "warps 12 (the warp-specialised tile) needs moe_align's sorted layout, not the naive one");
 
   // the layout
   check_input(a.sorted_token_ids.has_value() == a.num_tokens_post_padded.has_value(), kName,
@@ -607,6 +626,21 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   LaunchSpec s;
   s.skip = num_valid == 0;
   s.grid = {static_cast<unsigned>(std::max<std::int64_t>(m_blocks, 1) * ceil_div(n, tile.block_n)), 1, 1};
+  std::optional<TensorMapDesc> b_map;
+  if (warp_specialised(tile)) {
+    // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
+    // which never runs, does not ask the device).
+    const unsigned sms = a.a.is_meta() ? kFallbackSms : device_multiprocessors(kFallbackSms);
+    s.grid[0] = std::min(s.grid[0], sms);
+    const std::int64_t es = dtype_size(a.a.dtype()), elems = kRowBytes / es;
+    auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    b_map = TensorMapDesc{&a.b,
+                          3,
+                          {u64(k), u64(n), u64(a.b.size(0))},
+                          {u64(a.b.stride(1) * es), u64(a.b.stride(0) * es)},
+                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN), 1},
+                          128};
+  }
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
   const bool sizes_constexpr = a.a.dtype() == DType::f8e4m3;  // else read at run time (0)
@@ -639,7 +673,8 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
       .integer("stride_bias", a.bias ? a.bias->stride(0) : 0)
       .integer("size_n", n)
       .integer("size_k", k)
-      .integer("top_k", a.top_k);
+      .integer("top_k", a.top_k)
+      .tensor_map("b_map", b_map);
   return s;
 }
 

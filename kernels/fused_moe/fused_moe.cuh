@@ -3,6 +3,7 @@
 #pragma once
 
 #include "device/gemm.cuh"
+#include "device/gemm_ws.cuh"
 
 // NOTES:
 // - Grid: one block per (m-block, n-block), 1-D, Triton's GROUP_M rasterisation (GROUP_M m-blocks
@@ -30,18 +31,228 @@
 //   the k loop is a run-time loop (Tile::pipeline), the n-blocks per m-block come from N; the
 //   contract validates K % 128 == 0 and N % 8 == 0. fp8 keys keep them as constexprs (S::N, S::K,
 //   S::TOP_K non-zero): the scaled main loop ran 7 % slower at 2048 tokens with run-time values.
+// The warp-specialised tile (WARPS == 12: 128 x 256, TMA, persistent; device/gemm_ws.cuh).
 template <class S>
-__global__ void __launch_bounds__(32 * S::WARPS)
-    fused_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c,
-                     const typename S::bias_t* bias, const typename S::a_scale_t* a_scale,
-                     const typename S::b_scale_t* b_scale, const typename S::topk_weights_t* topk_weights,
-                     const typename S::sorted_token_ids_t* sorted_token_ids, const typename S::expert_ids_t* expert_ids,
-                     const typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::em_t em,
-                     typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
-                     typename S::stride_am_t stride_am, typename S::stride_be_t stride_be,
-                     typename S::stride_bn_t stride_bn, typename S::stride_cm_t stride_cm,
-                     typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
-                     typename S::top_k_t top_k_arg) {
+__device__ __forceinline__ void fused_moe_ws(
+    const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c, const typename S::bias_t* bias,
+    const typename S::a_scale_t* a_scale, const typename S::b_scale_t* b_scale,
+    const typename S::topk_weights_t* topk_weights, const typename S::sorted_token_ids_t* sorted_token_ids,
+    const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
+    typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+    typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias,
+    typename S::size_n_t size_n, typename S::size_k_t size_k, typename S::top_k_t top_k_arg,
+    const typename S::b_map_t& b_map) {
+  namespace ws = wk::ws;
+  namespace sm90 = wk::sm90;
+  using T = typename S::a_t;
+  using out_t = typename S::c_t;
+  constexpr int kStages = static_cast<int>(S::STAGES);
+  constexpr bool kFp8 = sizeof(T) == 1;
+  constexpr bool kHasBias = !S::bias_none;
+  constexpr int kElems = ws::kRowBytes / static_cast<int>(sizeof(T));
+  static_assert(S::BLOCK_M == ws::kBM && S::BLOCK_N == ws::kBN && S::BLOCK_K == kElems,
+                "fused_moe: the warp-specialised tile is 128 x 256 x one 128-byte row");
+  static_assert(sizeof(T) == 2 || kFp8, "fused_moe: the warp-specialised tile takes bf16, f16 or fp8 e4m3");
+  static_assert(!S::sorted_token_ids_none, "fused_moe: the warp-specialised tile needs the sorted layout");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  static_assert(sizeof(T) == 0, "fused_moe: the warp-specialised tile needs sm_90 or newer (TMA, mbarrier tx)");
+#endif
+  extern __shared__ __align__(1024) char smem_raw[];
+  char* smem = reinterpret_cast<char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  const unsigned full0 = sm90::smem_u32(smem + kStages * ws::kStageBytes);
+  const unsigned empty0 = full0 + 8 * kStages;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const long long nv = WARMKEY_INT(S, num_valid);
+  const long long em_v = WARMKEY_INT(S, em);
+  const int n_cols = S::N != 0 ? static_cast<int>(S::N) : static_cast<int>(size_n);
+  const int k_size = S::K != 0 ? static_cast<int>(S::K) : static_cast<int>(size_k);
+  const int top_k = S::TOP_K != 0 ? static_cast<int>(S::TOP_K) : static_cast<int>(top_k_arg);
+  const int num_pid_n = (n_cols + ws::kBN - 1) / ws::kBN;
+  const int k_tiles = k_size / kElems;
+  // A rows are gathered: cp.async when A's base is 16-byte aligned (the row stride is validated to
+  // be a multiple of 16 bytes), else through registers (Hopper's TMA cannot gather rows; one TMA
+  // box per row was measured 2x slower than this: docs/PERFORMANCE.md).
+  const bool a_async = wk::aligned16(a);
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbar_init(full0 + 8 * s, 1u + 128u);  // B's expect_tx + one per producer thread
+      sm90::mbar_init(empty0 + 8 * s, ws::kConsumerWarps);
+    }
+    sm90::mbar_init_fence();
+  }
+  __syncthreads();
+
+  // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
+  const long long ntpp = static_cast<long long>(__ldg(num_tokens_post_padded));
+  long long m_cap = (em_v + ws::kBM - 1) / ws::kBM;
+  if (m_cap > nv) m_cap = nv;
+  long long m_dev = (ntpp + ws::kBM - 1) / ws::kBM;
+  const int num_m = static_cast<int>(m_dev < m_cap ? m_dev : m_cap);
+  const int tiles = num_m * num_pid_n;
+  const int group_m = static_cast<int>(S::GROUP_M);
+  const int wg = tid >> 7;
+
+  if (wg == 0) {
+    // ---- producer ----
+    if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<40>();
+    if (tid == 0) sm90::tma_prefetch(&b_map);
+    unsigned it = 0;
+    for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+      int pid_m, pid_n;
+      ws::tile_coords(t, num_m, num_pid_n, group_m, pid_m, pid_n);
+      const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+      if (e < 0 || e >= static_cast<long long>(num_experts)) continue;
+      const int n0 = pid_n * ws::kBN;
+      // Every producer thread stages tile row tid: cp.async (16-byte aligned A) or loads and
+      // stores through registers, then one arrival on full[s] once its copies have landed.
+      const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
+      const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      const bool ok = entry >= 0 && entry < nv;
+      const char* row = reinterpret_cast<const char*>(a + (ok ? entry / top_k : 0) * static_cast<long long>(stride_am));
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = static_cast<int>(it % kStages);
+        const unsigned phase = (it / kStages) & 1u;
+        sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
+        char* stage = smem + s * ws::kStageBytes;
+        const unsigned full = full0 + 8 * s;
+        if (tid == 0) {
+          sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
+          sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
+        }
+        if (a_async) {
+          if (ok) {
+#pragma unroll
+            for (int ch = 0; ch < 8; ++ch)
+              wk::gemm::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(tid, ch)),
+                                   row + kt * ws::kRowBytes + ch * 16, true);
+          }
+          sm90::cp_async_arrive_noinc(full);
+        } else {
+#pragma unroll
+          for (int ch = 0; ch < 8; ++ch)
+            wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(tid, ch), row + kt * ws::kRowBytes + ch * 16, ok);
+          sm90::fence_proxy_async();
+          sm90::mbar_arrive(full);
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----
+  if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_inc<232>();
+  const int cwg = wg - 1;  // rows [64 cwg, 64 cwg + 64) of the tile
+  const int warp = (tid >> 5) & 3, lane = tid & 31;
+  const bool mul_weight = !S::topk_weights_none && topk_weights != nullptr;
+  const bool c_vec = wk::aligned16(c);
+  const int scale_cols = k_size / 128;
+  const int scale_rows_b = (n_cols + 127) / 128;
+  using Cons = ws::Consumer<T>;
+  Cons cons;
+  unsigned it = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+    int pid_m, pid_n;
+    ws::tile_coords(t, num_m, num_pid_n, group_m, pid_m, pid_n);
+    const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+    const bool has_expert = e >= 0 && e < static_cast<long long>(num_experts);
+    const int n0 = pid_n * ws::kBN;
+    // The entries of this thread's rows (Cons::kRowSlots of them: slot q is row_of(i) for the i with
+    // row_slot(i) == q), -1 for padding.
+    int entry[Cons::kRowSlots];
+#pragma unroll
+    for (int q = 0; q < Cons::kRowSlots; ++q) {
+      const int i = Cons::first_in_slot(q);
+      const long long pos = static_cast<long long>(pid_m) * ws::kBM + 64 * cwg + Cons::row_of(i, warp, lane);
+      const long long en = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
+    }
+    cons.zero();
+    if (has_expert) {
+      const typename S::b_scale_t* b_scale_row = nullptr;
+      int a_scale_row[4] = {-1, -1, -1, -1};
+      if constexpr (kFp8) {
+        b_scale_row = b_scale + (e * scale_rows_b + n0 / 128) * scale_cols;
+#pragma unroll
+        for (int q = 0; q < Cons::kRowSlots; ++q) a_scale_row[q] = entry[q] >= 0 ? (entry[q] / top_k) * scale_cols : -1;
+      }
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = static_cast<int>(it % kStages);
+        const unsigned phase = (it / kStages) & 1u;
+        const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
+        const unsigned a_addr = stage + cwg * 64 * ws::kRowBytes, b_addr = stage + ws::kABytes;
+        if constexpr (kFp8) {
+          float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cs[2];
+#pragma unroll
+          for (int q = 0; q < Cons::kRowSlots; ++q)
+            rs[q] = a_scale_row[q] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + a_scale_row[q] + kt)) : 0.0f;
+          cs[0] = wk::gemm::block_scale(__ldg(b_scale_row + kt));
+          cs[1] = n0 + 128 < n_cols ? wk::gemm::block_scale(__ldg(b_scale_row + scale_cols + kt)) : 0.0f;
+          sm90::mbar_wait(full0 + 8 * s, phase);
+          sm90::fence_proxy_async();  // A came by cp.async (the generic proxy); wgmma reads async
+          cons.mma_ktile_scaled(a_addr, b_addr, rs, cs, warp, lane);
+          __syncwarp();
+          if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
+        } else {
+          sm90::mbar_wait(full0 + 8 * s, phase);
+          sm90::fence_proxy_async();
+          cons.mma_ktile(a_addr, b_addr, warp, lane);
+          if constexpr (sm90::kHasWgmma) {
+            // The k-tile before this one has completed: release its stage.
+            sm90::wgmma_wait<1>();
+            if (kt > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+          } else {
+            __syncwarp();
+            if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
+          }
+        }
+      }
+      if constexpr (!kFp8 && sm90::kHasWgmma) {
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(cons.acc);
+        if (k_tiles > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+      }
+    }
+
+    // Epilogue: (acc + bias) * w, rounded once, stored by column pairs (zeros without an expert).
+#pragma unroll
+    for (int i = 0; i < Cons::kPerThread; i += 2) {
+      const int en = entry[Cons::row_slot(i)];
+      const int col = n0 + Cons::col_of(i, warp, lane);
+      if (en < 0 || col >= n_cols) continue;
+      float v[2] = {cons.acc[i], cons.acc[i + 1]};
+      if (has_expert) {
+        if constexpr (kHasBias) {
+          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
+          v[0] += wk::to_float(bias_row[col]);
+          v[1] += wk::to_float(bias_row[col + 1]);
+        }
+        if (mul_weight) {
+          const float w = __ldg(topk_weights + en);
+          v[0] *= w, v[1] *= w;
+        }
+      }
+      out_t* out = c + static_cast<long long>(en) * stride_cm + col;
+      if (c_vec)
+        wk::store_floats<true, 2>(out, 2, v);
+      else
+        wk::store_floats<false, 2>(out, 2, v);
+    }
+  }
+}
+
+// The mma.sync tiles (WARPS 4 or 8: cp.async, one block per output tile; device/gemm.cuh).
+template <class S>
+__device__ __forceinline__ void fused_moe_mma(
+    const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c, const typename S::bias_t* bias,
+    const typename S::a_scale_t* a_scale, const typename S::b_scale_t* b_scale,
+    const typename S::topk_weights_t* topk_weights, const typename S::sorted_token_ids_t* sorted_token_ids,
+    const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
+    typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+    typename S::stride_am_t stride_am, typename S::stride_be_t stride_be, typename S::stride_bn_t stride_bn,
+    typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias, typename S::size_n_t size_n,
+    typename S::size_k_t size_k, typename S::top_k_t top_k_arg) {
   using T = typename S::a_t;
   using out_t = typename S::c_t;
   constexpr int kBM = static_cast<int>(S::BLOCK_M);
@@ -220,4 +431,25 @@ __global__ void __launch_bounds__(32 * S::WARPS)
       }
     }
   }
+}
+
+template <class S>
+__global__ void __launch_bounds__(32 * S::WARPS, 1)
+    fused_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c,
+                     const typename S::bias_t* bias, const typename S::a_scale_t* a_scale,
+                     const typename S::b_scale_t* b_scale, const typename S::topk_weights_t* topk_weights,
+                     const typename S::sorted_token_ids_t* sorted_token_ids, const typename S::expert_ids_t* expert_ids,
+                     const typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::em_t em,
+                     typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+                     typename S::stride_am_t stride_am, typename S::stride_be_t stride_be,
+                     typename S::stride_bn_t stride_bn, typename S::stride_cm_t stride_cm,
+                     typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
+                     typename S::top_k_t top_k_arg, const __grid_constant__ typename S::b_map_t b_map) {
+  if constexpr (S::WARPS == 12)
+    fused_moe_ws<S>(a, b, c, bias, a_scale, b_scale, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
+                    em, num_valid, num_experts, stride_am, stride_cm, stride_bias, size_n, size_k, top_k_arg, b_map);
+  else
+    fused_moe_mma<S>(a, b, c, bias, a_scale, b_scale, topk_weights, sorted_token_ids, expert_ids,
+                     num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_be, stride_bn, stride_cm,
+                     stride_bias, size_n, size_k, top_k_arg);
 }

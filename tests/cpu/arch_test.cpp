@@ -146,6 +146,25 @@ TEST(Arch, aRuntimeTakesTheDevicesArchAndRefusesOneThatCannotLaunchThere) {
   EXPECT_NE(msg.find("virtual architecture"), std::string::npos) << msg;
 }
 
+TEST(Arch, hopperCompilesForSm90aAndThePortableTargetStaysSelectable) {
+  EXPECT_EQ(native_arch(9, 0), "sm_90a");
+  EXPECT_EQ(native_arch(10, 0), "sm_100");
+  EXPECT_EQ(native_arch(8, 9), "sm_89");
+  EXPECT_TRUE(arch_runs_on("sm_90", "sm_90a"));
+  EXPECT_TRUE(arch_runs_on("sm_90a", "sm_90a"));
+  EXPECT_FALSE(arch_runs_on("sm_90a", "sm_100"));
+  EXPECT_FALSE(arch_runs_on("sm_100a", "sm_90a"));
+  const std::optional<std::string> h200 = "sm_90a";
+  EXPECT_EQ(resolve_arch("", h200, {}, false), "sm_90a");
+  // The portable code on a Hopper device, asked for by name or by WARMKEY_ARCH (its first entry
+  // that runs here).
+  EXPECT_EQ(resolve_arch("sm_90", h200, {}, false), "sm_90");
+  EXPECT_EQ(resolve_arch("", h200, {"sm_90"}, false), "sm_90");
+  EXPECT_EQ(resolve_arch("", h200, {"sm_100", "sm_90a", "sm_90"}, false), "sm_90a");
+  const std::string msg = error_of([&] { resolve_arch("sm_100a", h200, {}, false); });
+  EXPECT_NE(msg.find("the target architecture is sm_100a but the device is sm_90a"), std::string::npos) << msg;
+}
+
 TEST(Arch, theDefaultTargetIsTheResolvedArch) {
   // This process' default: the device's when one is present, else WARMKEY_ARCH's first, else sm_90.
   const std::string expected = device_arch() ? *device_arch() : (env_archs().empty() ? "sm_90" : env_archs()[0]);
@@ -197,8 +216,8 @@ TEST(Arch, aRuntimeRefusesABadTargetArchAtConstruction) {
 
 TEST(ArchProbe, anArchEveryGpuSharesIsTheDevicesArch) {
   using Caps = std::vector<std::pair<int, int>>;
-  EXPECT_EQ(arch_from_probe(Caps{{9, 0}}, nullptr, 0), "sm_90");
-  EXPECT_EQ(arch_from_probe(Caps{{9, 0}, {9, 0}, {9, 0}, {9, 0}}, nullptr, 3), "sm_90");
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}}, nullptr, 0), "sm_90a");  // Hopper: the arch-specific target
+  EXPECT_EQ(arch_from_probe(Caps{{9, 0}, {9, 0}, {9, 0}, {9, 0}}, nullptr, 3), "sm_90a");
   EXPECT_EQ(arch_from_probe(Caps{{10, 0}, {10, 0}}, nullptr, 1), "sm_100");
   EXPECT_EQ(arch_from_probe(Caps{{12, 1}}, nullptr, 0), "sm_121");
 }

@@ -379,5 +379,46 @@ TEST(JitKeyText, instantiationIsGeneratedFromTheKeyAlone) {
   EXPECT_EQ(name_expression(k, "k_test"), "f_kernel<warmkey_gen::k_test>");
 }
 
+// A tensor map binds by kind alone: the shape it describes never reaches the key (the binary reads
+// the descriptor at run time), the JitKey names the parameter "tmap", the generated instantiation
+// declares warmkey_tensor_map for it, and passing another kind where the signature has a map fails.
+TEST(TensorMapRule, bindsByKindAloneAndReachesTheInstantiation) {
+  KernelDef d;
+  d.name = "tma_kernel";
+  d.header = "tma.cuh";
+  d.entry = "tma_kernel";
+  d.params = {param::in("x"), param::tensor_map("x_map")};
+  const Tensor x = Tensor::meta(DType::bf16, {64, 128});
+  const Tensor y = Tensor::meta(DType::bf16, {256, 64});
+  auto spec_of = [&](std::optional<TensorMapDesc> desc) {
+    LaunchSpec s;
+    s.ptr("x", x).tensor_map("x_map", desc);
+    return s;
+  };
+  const TensorMapDesc small{&x, 2, {128, 64}, {256}, {64, 1}, 128};
+  const TensorMapDesc large{&y, 2, {64, 256}, {128}, {64, 256}, 128};
+  const BoundKey a = bind(d, spec_of(small)), b = bind(d, spec_of(large)), none = bind(d, spec_of({}));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, none);
+  const JitKey k = make_jit_key(a, CompileTarget{"sm_90a", {}, "13.0"});
+  EXPECT_NE(k.signature_text().find("x_map:tmap"), std::string::npos) << k.signature_text();
+  const std::string inst = instantiation_source(k, "k_test");
+  EXPECT_NE(inst.find("using x_map_t = warmkey_tensor_map;"), std::string::npos) << inst;
+  EXPECT_NE(instantiation_prelude().find("struct alignas(64) warmkey_tensor_map"), std::string::npos);
+  LaunchSpec wrong;
+  wrong.ptr("x", x).integer("x_map", 3);
+  try {
+    bind(d, wrong);
+    ADD_FAILURE() << "an integer bound where the signature has a tensor map";
+  } catch (const BindError& e) {
+    EXPECT_NE(std::string(e.what()).find("declared tensor map but launch spec passes integer"), std::string::npos)
+        << e.what();
+  }
+  // A launch spec holds at most kMaxTensorMaps descriptors, and each needs a tensor and a rank.
+  LaunchSpec bad;
+  EXPECT_THROW(bad.tensor_map("m", TensorMapDesc{nullptr, 2}), BindError);
+  EXPECT_THROW(bad.tensor_map("m", TensorMapDesc{&x, 6}), BindError);
+}
+
 }  // namespace
 }  // namespace warmkey

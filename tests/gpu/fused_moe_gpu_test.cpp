@@ -101,6 +101,26 @@ std::vector<FusedMoeCase> all_cases() {
       }
     }
   }
+  // The warp-specialised tile (128 x 256, TMA; wgmma on sm_90a): every operand dtype, A by TMA and
+  // through registers (misaligned), partial and several n-blocks, experts without weights, a bias,
+  // W13 and W2, skewed routing.
+  for (const Operands& o : {operands[0], operands[1], operands[3], operands[4]}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      FusedMoeCase p;
+      p.num_tokens = variant == 3 ? 700 : 150;
+      p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
+      p.tile = FusedMoeTile{128, 256, 128 / dtype_size(o.dtype), variant == 2 ? 1 : 8, 12, variant == 1 ? 2 : 4};
+      p.n = variant == 0 ? 200 : variant == 1 ? 520 : 256;
+      p.k = variant == 3 ? 1024 : 256;
+      p.w2 = variant == 2;
+      p.a_aligned = variant != 1;
+      p.c_aligned = variant != 2;
+      p.nonlocal_every = variant == 1 ? 3 : 0;
+      p.bias_dtype = variant == 0 ? std::optional<DType>(o.out) : std::nullopt;
+      p.skewed = variant == 3;
+      add(p);
+    }
+  }
   // Explicit tiles beyond both: every BLOCK_M with both warp counts and a deep pipeline.
   for (FusedMoeTile t : {FusedMoeTile{32, 128, 64, 2, 8, 3}, FusedMoeTile{64, 64, 64, 1, 8, 6},
                          FusedMoeTile{128, 64, 64, 4, 4, 2}, FusedMoeTile{16, 128, 64, 1, 4, 8}}) {

@@ -1,0 +1,164 @@
+// The warp-specialised expert-GEMM core for sm_90 and newer: a persistent grid walks 128 x 256
+// output tiles of a grouped problem; one producer warpgroup stages A and B by TMA through a ring
+// of mbarrier-guarded shared-memory stages, two consumer warpgroups multiply (wgmma on sm_90a,
+// ldmatrix + mma.sync elsewhere) and run the epilogue from registers.
+#pragma once
+
+#include "device/gemm.cuh"
+#include "device/hopper.cuh"
+
+// NOTES:
+// - Block: 384 threads = 3 warpgroups. Warpgroup 0 produces (its first warp issues the TMA copies;
+//   when A cannot be described by a tensor map, all 128 threads copy one A row each through
+//   registers), warpgroups 1 and 2 consume: consumer c owns tile rows [64 c, 64 c + 64). On sm_90a
+//   the producer gives registers back (setmaxnreg 40) and the consumers take them (232).
+// - Stage s: A (128 rows x 128 bytes, 16 KB) then B (256 rows x 128 bytes, 32 KB), 1024-byte
+//   aligned, in the 128-byte swizzle (device/hopper.cuh). full[s] completes when the stage's bytes
+//   have landed (one expect_tx arrival, plus one arrival per producer thread on the register
+//   path); empty[s] when each of the 8 consumer warps has finished reading it. A running k-tile
+//   count `it` over all tiles of the block gives stage it % STAGES and phase (it / STAGES) & 1.
+// - A rows are gathered: each row of a tile has its own source row (or none: padding), so A moves
+//   as one TMA box of 1 x 128 bytes per valid row; rows without a source are not loaded at all
+//   (their accumulator rows are garbage and never stored: an output row depends only on its own A
+//   row). B is one 3-D box (K, N, expert) of 256 rows; rows past N are zero-filled by TMA.
+// - Tiles: t = blockIdx.x, blockIdx.x + gridDim.x, ... over num_m x ceil(N / 256), GROUP_M
+//   m-blocks rasterised together. Producer and consumers walk the same sequence and skip the same
+//   tiles (no expert: the consumers write zeros), so their stage counts agree.
+// - fp8 block scales: one k-tile (128 fp8) is one scale group; each half of the 256 columns is one
+//   B scale group. The k-tile's products go to fresh fp32 partials (scale_d = 0), which are folded
+//   as acc += part * a_scale[row] * b_scale[half] after the MMA completes (promotion in registers).
+
+namespace wk::ws {
+
+inline constexpr int kBM = 128;
+inline constexpr int kBN = 256;
+inline constexpr int kHalfN = 128;  // one wgmma n
+inline constexpr int kRowBytes = 128;
+inline constexpr int kThreads = 384;
+inline constexpr int kConsumerWarps = 8;
+inline constexpr int kABytes = kBM * kRowBytes;
+inline constexpr int kBBytes = kBN * kRowBytes;
+inline constexpr int kStageBytes = kABytes + kBBytes;
+// The dynamic shared memory a launch asks for: 1024 bytes of alignment slack, the stages, and two
+// 8-byte barriers per stage (the host's copy of this formula: fused_moe.cpp, shared_bytes()).
+template <int STAGES>
+inline constexpr int kSmemBytes = 1024 + STAGES* kStageBytes + STAGES * 16;
+
+// Tile t of the persistent walk -> (pid_m, pid_n), GROUP_M m-blocks at a time.
+__device__ __forceinline__ void tile_coords(int t, int num_m, int num_pid_n, int group_m, int& pid_m, int& pid_n) {
+  const int per_group = group_m * num_pid_n;
+  const int first_m = (t / per_group) * group_m;
+  const int group_size = num_m - first_m < group_m ? num_m - first_m : group_m;
+  pid_m = first_m + (t % per_group) % group_size;
+  pid_n = (t % per_group) / group_size;
+}
+
+// One consumer warpgroup's accumulators: 64 rows x 256 columns in fp32, 128 per thread. On sm_90a
+// in wgmma's layout (acc[h][i]: row 16 w + l / 4 + 8 ((i / 2) % 2), column 128 h + 8 (i / 4) +
+// 2 (l % 4) + i % 2), else in device/gemm.cuh Tile<T, 64, 256, 4>'s layout (2 x 2 warps of 32 x 128).
+template <class T>
+struct Consumer {
+  using Mma = wk::gemm::Tile<T, 64, kBN, 4, 2>;  // the portable layout (the stage count is unused)
+  static constexpr int kPerThread = 128;
+  float acc[kPerThread];
+
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) acc[i] = 0.0f;
+  }
+
+  // Row (0..63 inside the warpgroup's slice) and column (0..255) of accumulator i of this thread.
+  static __device__ __forceinline__ int row_of(int i, int warp, int lane) {
+    if constexpr (wk::sm90::kHasWgmma) {
+      return 16 * warp + (lane >> 2) + 8 * ((i >> 1) & 1);
+    } else {
+      const int q = i & 3, mi = (i >> 2) / Mma::kNI;
+      return (warp / Mma::kWarpsN) * Mma::kWarpM + mi * 16 + (lane >> 2) + 8 * (q >> 1);
+    }
+  }
+  static __device__ __forceinline__ int col_of(int i, int warp, int lane) {
+    if constexpr (wk::sm90::kHasWgmma) {
+      const int h = i / 64, j = i % 64;
+      return kHalfN * h + 8 * (j >> 2) + 2 * (lane & 3) + (j & 1);
+    } else {
+      const int q = i & 3, ni = (i >> 2) % Mma::kNI;
+      return (warp % Mma::kWarpsN) * Mma::kWarpN + ni * 8 + 2 * (lane & 3) + (q & 1);
+    }
+  }
+  // The B scale group (0 or 1: which 128 columns) of accumulator i.
+  static __device__ __forceinline__ int half_of(int i, int warp) {
+    if constexpr (wk::sm90::kHasWgmma)
+      return i / 64;
+    else
+      return warp % Mma::kWarpsN;
+  }
+  // Which of the thread's two rows (0: row_of(0), 1: row_of(0) + 8 ... per 16-row group) i is in:
+  // the A scale slot. wgmma: one 16-row group per warp; the portable layout has two (mi).
+  static __device__ __forceinline__ int row_slot(int i) {
+    if constexpr (wk::sm90::kHasWgmma)
+      return (i >> 1) & 1;
+    else
+      return 2 * ((i >> 2) / Mma::kNI) + ((i & 3) >> 1);
+  }
+  static constexpr int kRowSlots = wk::sm90::kHasWgmma ? 2 : 4;
+  // The first accumulator in row slot q.
+  static __device__ __forceinline__ int first_in_slot(int q) {
+    if constexpr (wk::sm90::kHasWgmma)
+      return 2 * q;
+    else
+      return (q >> 1) * Mma::kNI * 4 + (q & 1) * 2;
+  }
+
+  // acc += A (this warpgroup's 64 rows of the stage) * B (256 rows)^T over one 128-byte k-tile.
+  // wgmma: issued and committed, not waited for (the caller waits).
+  __device__ __forceinline__ void mma_ktile(unsigned a_addr, unsigned b_addr, int warp, int lane) {
+    if constexpr (wk::sm90::kHasWgmma) {
+      float(&a0)[64] = *reinterpret_cast<float(*)[64]>(acc);
+      float(&a1)[64] = *reinterpret_cast<float(*)[64]>(acc + 64);
+      wk::sm90::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const unsigned long long da = wk::sm90::smem_desc(a_addr + ks * 32);
+        wk::sm90::wgmma_m64n128<T>(a0, da, wk::sm90::smem_desc(b_addr + ks * 32), 1);
+        wk::sm90::wgmma_m64n128<T>(a1, da, wk::sm90::smem_desc(b_addr + kHalfN * kRowBytes + ks * 32), 1);
+      }
+      wk::sm90::wgmma_commit();
+    } else {
+      Mma::compute_ab(a_addr, b_addr, *reinterpret_cast<float(*)[2][Mma::kNI][4]>(acc), warp / Mma::kWarpsN,
+                      warp % Mma::kWarpsN, lane);
+    }
+  }
+
+  // fp8: acc += (A B^T over one k-tile) * row_scale[slot] * col_scale[half], the partials kept apart.
+  __device__ __forceinline__ void mma_ktile_scaled(unsigned a_addr, unsigned b_addr, const float (&row_scale)[4],
+                                                   const float (&col_scale)[2], int warp, int lane) {
+    if constexpr (wk::sm90::kHasWgmma) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float part[64];
+        wk::sm90::wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wk::sm90::wgmma_m64n128<T>(part, wk::sm90::smem_desc(a_addr + ks * 32),
+                                     wk::sm90::smem_desc(b_addr + h * kHalfN * kRowBytes + ks * 32), ks > 0 ? 1 : 0);
+        wk::sm90::wgmma_commit();
+        wk::sm90::wgmma_wait<0>();
+        wk::sm90::fence_regs(part);
+        const float s0 = row_scale[0] * col_scale[h], s1 = row_scale[1] * col_scale[h];
+#pragma unroll
+        for (int j = 0; j < 64; ++j) acc[64 * h + j] = fmaf(part[j], ((j >> 1) & 1) ? s1 : s0, acc[64 * h + j]);
+      }
+    } else {
+      float part[kPerThread];
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) part[i] = 0.0f;
+      Mma::compute_ab(a_addr, b_addr, *reinterpret_cast<float(*)[2][Mma::kNI][4]>(part), warp / Mma::kWarpsN,
+                      warp % Mma::kWarpsN, lane);
+      const float cs = col_scale[warp % Mma::kWarpsN];
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) acc[i] = fmaf(part[i], row_scale[row_slot(i)] * cs, acc[i]);
+    }
+  }
+};
+
+}  // namespace wk::ws
