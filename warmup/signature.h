@@ -20,7 +20,7 @@ inline constexpr int kMaxConstexprs = 16;
 
 enum class ParamKind : std::uint8_t { pointer, integer, floating, boolean };
 
-// Triton's per-argument specialisation policies (DESIGN.md §3).
+// Triton's per-argument specialisation policies (docs/DESIGN.md §3).
 enum class Specialize : std::uint8_t { specialize, do_not_specialize, do_not_specialize_on_alignment };
 
 struct Param {
