@@ -1,4 +1,4 @@
-// The kernel table: one descriptor row per kernel, the only registration (DESIGN.md §1). A row
+// The kernel table: one descriptor row per kernel, the only registration (docs/DESIGN.md §1). A row
 // names the kernel's contract, its input space (spaces/<stem>.h: random draws and serving-batch
 // replay), its oracle (equivalence/oracles/<stem>.h: the kernel paired with its reference) and
 // its seeded mutants (equivalence/mutants/<stem>.cpp). The kernel registry of the CLI and the

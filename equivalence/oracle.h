@@ -14,7 +14,7 @@ namespace warmkey {
 
 class JitRuntime;
 
-// A kernel paired with its reference: the one place that knows both (DESIGN.md §1). Each kernel's
+// A kernel paired with its reference: the one place that knows both (docs/DESIGN.md §1). Each kernel's
 // oracle (equivalence/oracles/<stem>.h) also has
 //   static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed);
 // a case with a's shapes, dtypes and alignment (a holds meta tensors: a space's draw or replay),

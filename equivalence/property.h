@@ -1,4 +1,4 @@
-// The properties the suite proves (DESIGN.md §6), with the claim each one states.
+// The properties the suite proves (docs/DESIGN.md §6), with the claim each one states.
 #pragma once
 
 #include <optional>

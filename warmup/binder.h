@@ -59,7 +59,7 @@ BoundKey bind(const KernelDef& def, const LaunchSpec& spec);
 // "('constexpr', 1)", "('*fp32', '')", "('u1', None)", "('constexpr', None)".
 std::string triton_repr(const KernelDef& def, const BoundKey& key, int param);
 
-// Value classes (DESIGN.md §4): the representative of an integer's class for CompileKeys.
+// Value classes (docs/DESIGN.md §4): the representative of an integer's class for CompileKeys.
 // i32 range: 1 -> 1, divisible by 16 -> 16, else 2; i64 range: 2^32 (divisible) or 2^32 + 2;
 // u64 range (above 2^63 - 1) is outside int64 and not representable here.
 std::int64_t rep(std::int64_t v);

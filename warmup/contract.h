@@ -1,4 +1,4 @@
-// The warmup contract (DESIGN.md §4): dispatch, warmup_keys, warmup_inputs and launch_spec,
+// The warmup contract (docs/DESIGN.md §4): dispatch, warmup_keys, warmup_inputs and launch_spec,
 // with compile() and the runtime call sharing one launch_spec.
 #pragma once
 

@@ -22,7 +22,7 @@ inline constexpr int kMaxConstexprs = 16;
 // from a TensorMapDesc; the device entry takes it as `const __grid_constant__ warmkey_tensor_map`.
 enum class ParamKind : std::uint8_t { pointer, integer, floating, boolean, tensor_map };
 
-// Triton's per-argument specialisation policies (DESIGN.md §3).
+// Triton's per-argument specialisation policies (docs/DESIGN.md §3).
 enum class Specialize : std::uint8_t { specialize, do_not_specialize, do_not_specialize_on_alignment };
 
 struct Param {

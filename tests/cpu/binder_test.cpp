@@ -1,4 +1,4 @@
-// The binder agrees with Triton 3.6's cache keys value for value (DESIGN.md §3), for every rule.
+// The binder agrees with Triton 3.6's cache keys value for value (docs/DESIGN.md §3), for every rule.
 #include <gtest/gtest.h>
 
 #include <optional>

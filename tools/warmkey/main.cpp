@@ -1,5 +1,5 @@
-// The warmkey command line: subcommands keys, warmup, config, verify, run, case, bundle, cache and layer (see
-// commands.h).
+// The warmkey command line: subcommands keys, warmup, config, verify, run, case, bundle, cache, layer and ep
+// (see commands.h). README.md and docs/USER_GUIDE.md name every one (test cli.help_commands_documented).
 #include <exception>
 #include <iostream>
 #include <string>
