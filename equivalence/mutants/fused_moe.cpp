@@ -125,6 +125,32 @@ class WarmupIgnoresTunedFile : public Base {
   }
 };
 
+// #3: the warp-specialised tile's stage count recomputed in warmup_inputs (3, a "safe" depth)
+// instead of taken from the key (4): warmup compiles a pipeline serving never runs.
+class WarmupStagesDiffer : public Base {
+ public:
+  using Base::Base;
+  Args warmup_inputs(const CompileKey& k) const override {
+    Args a = real().warmup_inputs(k);
+    if (a.tile && a.tile->warps == 12) a.tile->stages = 3;
+    return a;
+  }
+};
+
+// #11: warmup_keys drops the warp-specialised (prefill) tile, as a warmup written before the
+// Hopper path would.
+class WarmupMissesWarpSpecialisedTile : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) {
+      if (k.get_int("warps") != 12) keys.push_back(k);
+    }
+    return keys;
+  }
+};
+
 }  // namespace
 
 std::vector<Mutant> fused_moe_mutants() {
@@ -186,6 +212,22 @@ std::vector<Mutant> fused_moe_mutants() {
        "dsv4-flash-fp8",
        false,
        make_mutant<WarmupIgnoresTunedFile>()},
+      {"fused_moe.warmup_stages_differ",
+       k,
+       3,
+       "warmup_inputs builds the warp-specialised tile with 3 stages while dispatch keys 4",
+       {"P1", "P2"},
+       "",
+       false,
+       make_mutant<WarmupStagesDiffer>()},
+      {"fused_moe.warmup_misses_warp_specialised_tile",
+       k,
+       11,
+       "warmup_keys drops the warp-specialised 128x256 prefill tile (warps 12)",
+       {"P4", "P2"},
+       "",
+       false,
+       make_mutant<WarmupMissesWarpSpecialisedTile>()},
   };
 }
 

@@ -173,6 +173,35 @@ TEST(JitRuntime, aSecondRuntimeOnTheSameCacheCompilesNothing) {
   expect_invariant(rt.monitor());
 }
 
+// The arch, suffix included, is part of a binary's identity: a cache filled for the portable sm_90
+// serves nothing to an sm_90a runtime (nor the reverse), and each then serves its own arch again.
+TEST(JitRuntime, aBinaryBuiltForOneArchIsNeverServedToAnother) {
+  TempDir dir;
+  std::vector<BoundKey> keys = scale_keys(2);
+  auto runtime_for = [&](const char* arch) {
+    RuntimeOptions o = options(dir.path());
+    o.target.arch = arch;
+    o.compile_only = true;
+    return std::make_unique<JitRuntime>(o);
+  };
+  std::vector<std::string> digests;
+  for (const char* arch : {"sm_90", "sm_90a", "sm_90", "sm_90a"}) {
+    auto rt = runtime_for(arch);
+    for (auto& k : keys) {
+      auto compiled = rt->get(k, Phase::warmup);
+      EXPECT_EQ(compiled->key.arch, arch);
+      digests.push_back(compiled->key.digest());
+    }
+    const Counters c = rt->monitor().counters(Phase::warmup);
+    const bool first_of_arch = digests.size() <= 4;
+    EXPECT_EQ(c.compiles, first_of_arch ? 2 : 0) << arch;
+    EXPECT_EQ(c.disk_hits, first_of_arch ? 0 : 2) << arch;
+  }
+  EXPECT_NE(digests[0], digests[2]);
+  EXPECT_EQ(digests[0], digests[4]);
+  EXPECT_EQ(digests[2], digests[6]);
+}
+
 TEST(JitRuntime, cacheDirComesFromTheEnvironmentOrIsDisabled) {
   TempDir dir;
   test_axpy::ScopedEnv env("WARMKEY_CACHE_DIR", dir.path().string());
