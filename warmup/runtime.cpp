@@ -11,6 +11,7 @@
 #include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/schedule.h"
+#include "warmup/source_generation.h"
 #include "warmup/source_set.h"
 
 namespace warmkey {
@@ -160,6 +161,24 @@ class JitRuntime::L1Map {
     table_.store(make_table(64), std::memory_order_release);
   }
 
+  // Device sources were edited since the last look (source_generation() moved): removes every
+  // failed slot and every ready one that `stale` says no longer holds its bound key's JitKey.
+  // The hit path pays one atomic load when nothing changed.
+  template <class Stale>
+  void drop_after_source_edits(Stale&& stale) {
+    const std::uint64_t now = source_generation();
+    if (now == generation_seen_.load(std::memory_order_acquire)) return;
+    std::lock_guard edits(edit_mu_);
+    if (now == generation_seen_.load(std::memory_order_acquire)) return;
+    std::vector<const Slot*> drop;
+    for_each([&](const Slot& s) {
+      const int state = s.state.load(std::memory_order_acquire);
+      if (state == kFailed || (state == kReady && stale(s))) drop.push_back(&s);
+    });
+    for (const Slot* s : drop) remove(s);
+    generation_seen_.store(now, std::memory_order_release);
+  }
+
   // Calls f(slot) for every live slot, under the writer mutex.
   template <class F>
   void for_each(F&& f) const {
@@ -178,6 +197,9 @@ class JitRuntime::L1Map {
     std::size_t live = 0;
     std::unique_ptr<std::atomic<Slot*>[]> cells;
   };
+
+  std::atomic<std::uint64_t> generation_seen_{source_generation()};
+  std::mutex edit_mu_;
 
   static Slot* tombstone() {
     static char marker;
@@ -367,6 +389,7 @@ const CompiledKernel& JitRuntime::lookup(const BoundKey& bound, Phase phase) { r
 
 JitRuntime::Slot& JitRuntime::resolve(const BoundKey& bound, Phase phase) {
   if (bound.kernel == nullptr) throw InputError("JitRuntime::get: the bound key names no kernel");
+  l1_->drop_after_source_edits([this](const Slot& slot) { return slot.kernel->key != jit_key(slot.bound); });
   Slot* s = l1_->find(bound);  // the hit path: no lock, no allocation
   if (s != nullptr && s->state.load(std::memory_order_acquire) == kReady) {
     monitor_.count_l1_hit(phase);
@@ -659,6 +682,7 @@ void JitRuntime::wait_claimed(const std::vector<Slot*>& claimed, WarmState& stat
 }
 
 WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int batch, const ProgressFn& progress) {
+  l1_->drop_after_source_edits([this](const Slot& slot) { return slot.kernel->key != jit_key(slot.bound); });
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   WarmState state;
   state.progress = &progress;

@@ -3,15 +3,18 @@
 
 #include <xxhash.h>
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <set>
 
 #include "warmup/error.h"
+#include "warmup/source_generation.h"
 
 namespace warmkey {
 namespace {
 std::mutex g_digest_mutex;
+std::atomic<std::uint64_t> g_generation{0};
 
 // Names of `#include "x"` lines in text.
 std::vector<std::string> quoted_includes(const std::string& text) {
@@ -41,7 +44,10 @@ void SourceSet::add(std::string name, std::string text) {
   std::lock_guard lock(g_digest_mutex);
   digests_.clear();
   texts_[std::move(name)] = std::move(text);
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
 }
+
+std::uint64_t source_generation() { return g_generation.load(std::memory_order_acquire); }
 
 bool SourceSet::contains(std::string_view name) const { return texts_.find(name) != texts_.end(); }
 

@@ -4,6 +4,7 @@
 
 #include "kernels/deepep_globalize/deepep_globalize.h"
 #include "reference/deepep_globalize.h"
+#include "spaces/deepep_globalize.h"
 #include "tests/support/expect_rejected.h"
 #include "tests/support/mutants.h"
 #include "warmup/binder.h"
@@ -86,6 +87,26 @@ TEST(DeepepGlobalizeContract, theFloorDivisionMutantIsCaught) {
   EXPECT_TRUE(test::warms(kKernel, ep, kKernel.bound_key(valid_args(8))));
   EXPECT_FALSE(bad.launches(bad.warmup_inputs(other)));
   EXPECT_NE(bad.dispatch(bad.warmup_inputs(other)), other);
+}
+
+// Every draw at the top of its range: the largest input the space can make.
+class HighestDraw : public spaces::Draw {
+ protected:
+  std::int64_t draw_integer(std::string_view, std::int64_t, std::int64_t hi, std::span<const std::int64_t>) override {
+    return hi;
+  }
+  std::size_t draw_pick(std::string_view, std::size_t n) override { return n - 1; }
+};
+
+// The space reaches the receive buffer of the worst case: every rank sends its whole batch here.
+// Found by ci/mutation-campaign (spaces/deepep_globalize.h: a bound of max_num_batched_tokens / ranks
+// passed every property, since warmup keys cover the smaller range too).
+TEST(DeepepGlobalizeSpace, drawsReachEveryRanksWholeBatch) {
+  const ModelConfig c = load_config("dsv4-flash-ep8-eplb");
+  ASSERT_GT(c.ep_size, 1);
+  HighestDraw d;
+  const DeepepGlobalizeArgs a = spaces::DeepepGlobalizeSpace::draw(d, c);
+  EXPECT_EQ(a.recv_topk_idx.size(0), c.max_num_batched_tokens * c.ep_size);
 }
 
 }  // namespace

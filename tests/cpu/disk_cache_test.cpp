@@ -563,6 +563,22 @@ TEST(DiskCache, pruneRemovesOldEntriesThenOrphanCubinsAndUnheldLocks) {
   EXPECT_TRUE(fresh.load(new_entry.key).has_value());
 }
 
+// Found by ci/mutation-campaign (warmup/disk_cache.cpp: prune without its `.key` test removed an
+// old file it never wrote, and the suite still passed).
+TEST(DiskCache, pruneLeavesAFileItDidNotWriteInTheKeysFolder) {
+  TempDir dir;
+  DiskCache cache(dir.path());
+  CompiledKernel e = fake_entry(2);
+  ASSERT_TRUE(cache.store(e));
+  const fs::path foreign = cache.path_for(e.key).parent_path() / "NOTES.txt";
+  write_all(foreign, "someone else's file");
+  const timespec long_ago[2] = {{::time(nullptr) - 10 * 86400, 0}, {::time(nullptr) - 10 * 86400, 0}};
+  ::utimensat(AT_FDCWD, foreign.c_str(), long_ago, 0);
+  ::utimensat(AT_FDCWD, cache.path_for(e.key).c_str(), long_ago, 0);
+  EXPECT_EQ(cache.prune(std::chrono::seconds(7 * 86400)).keys, 1u);
+  EXPECT_TRUE(fs::exists(foreign));
+}
+
 TEST(DiskCache, aLoadRefreshesAnOldEntrysTimeSoPruneKeepsWhatIsUsed) {
   TempDir dir;
   DiskCache cache(dir.path());

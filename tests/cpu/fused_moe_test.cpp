@@ -437,5 +437,28 @@ TEST(FusedMoeKey, fp8ConfigWarmsScaledKeysAndBf16ConfigDoesNot) {
   EXPECT_GT(count(default_config(), "none"), 0);
 }
 
+// The integer arguments that stay out of the key (num_experts, the strides) reach only the
+// numerics on a GPU; here their values are checked against the tensors they describe. Found by
+// ci/mutation-campaign (kernels/fused_moe/fused_moe.cpp: num_experts from the wrong dimension).
+TEST(FusedMoeKey, runtimeIntegerArgumentsDescribeTheirTensors) {
+  for (const char* name : {"dsv4-flash", "dsv4-flash-fp8"}) {
+    for (const CompileKey& key : kKernel.warmup_keys(load_config(name))) {
+      const FusedMoeArgs a = kKernel.warmup_inputs(key);
+      const LaunchSpec s = kKernel.launch_spec(a);
+      auto arg = [&](std::string_view n) -> std::int64_t {
+        for (int i = 0; i < s.num_args; ++i)
+          if (s.args[i].name == n) return static_cast<std::int64_t>(s.args[i].integer);
+        ADD_FAILURE() << "no argument " << n;
+        return -1;
+      };
+      EXPECT_EQ(arg("num_experts"), a.b.size(0)) << key;
+      EXPECT_EQ(arg("stride_am"), a.a.stride(0)) << key;
+      EXPECT_EQ(arg("stride_be"), a.b.stride(0)) << key;
+      EXPECT_EQ(arg("stride_bn"), a.b.stride(1)) << key;
+      EXPECT_EQ(arg("stride_cm"), a.c.stride(0)) << key;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace warmkey
