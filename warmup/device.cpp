@@ -386,31 +386,17 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
       check(r, str_cat("kernel '", kernel, "': raising dynamic shared memory to ", spec.shared_bytes, " bytes"));
   }
   int r;
-  const bool pdl = spec.programmatic_dependent_launch && major_ >= 9 && api_->launch_kernel_ex != nullptr;
-  const bool clustered = spec.cluster[0] * spec.cluster[1] * spec.cluster[2] > 1;
-  if (clustered && api_->launch_kernel_ex == nullptr)
-    throw DeviceError(str_cat("kernel '", kernel, "' launches clusters of ", spec.cluster[0], "x", spec.cluster[1], "x",
-                              spec.cluster[2], " blocks: this driver has no cuLaunchKernelEx"));
-  if (pdl || clustered) {
-    CUlaunchAttribute attrs[2]{};
-    unsigned n = 0;
-    if (pdl) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attrs[n++].value.programmaticStreamSerializationAllowed = 1;
-    }
-    if (clustered) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attrs[n].value.clusterDim.x = spec.cluster[0];
-      attrs[n].value.clusterDim.y = spec.cluster[1];
-      attrs[n++].value.clusterDim.z = spec.cluster[2];
-    }
+  if (spec.programmatic_dependent_launch && major_ >= 9 && api_->launch_kernel_ex != nullptr) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
     CUlaunchConfig config{};
     config.gridDimX = spec.grid[0], config.gridDimY = spec.grid[1], config.gridDimZ = spec.grid[2];
     config.blockDimX = spec.block[0], config.blockDimY = spec.block[1], config.blockDimZ = spec.block[2];
     config.sharedMemBytes = spec.shared_bytes;
     config.hStream = static_cast<CUstream>(stream);
-    config.attrs = attrs;
-    config.numAttrs = n;
+    config.attrs = &attr;
+    config.numAttrs = 1;
     r = api_->launch_kernel_ex(&config, fn, args.ptrs.data(), nullptr);
   } else {
     r = api_->launch_kernel(fn, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0], spec.block[1], spec.block[2],
@@ -419,7 +405,6 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
   if (r != CUDA_SUCCESS)
     check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", spec.grid[0], ",",
                      spec.grid[1], ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
-                     " cluster=", spec.cluster[0], ",", spec.cluster[1], ",", spec.cluster[2],
                      " shared=", spec.shared_bytes));
 }
 

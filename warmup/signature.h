@@ -128,9 +128,6 @@ struct LaunchSpec {
   std::array<unsigned, 3> grid{1, 1, 1};
   std::array<unsigned, 3> block{1, 1, 1};
   unsigned shared_bytes = 0;
-  // Thread-block cluster (sm_90+): blocks per cluster along each grid dimension (each must divide the
-  // grid's). A launch option chosen with the tile, which the key records; not part of the binary's key.
-  std::array<unsigned, 3> cluster{1, 1, 1};
   // Programmatic dependent launch: the kernel may start before the previous kernel on the stream
   // ends (it waits with griddepcontrol.wait). Set on cards of compute capability 9.0 and newer only;
   // elsewhere the launch is an ordinary one. A launch option, not part of the binary.

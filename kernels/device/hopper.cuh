@@ -50,40 +50,6 @@ __device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
                : "memory");
   return ok != 0;
 }
-// The same with acquire at cluster scope: for a barrier other CTAs of the cluster arrive on.
-__device__ __forceinline__ bool mbar_try_wait_cluster(unsigned bar, unsigned parity) {
-  unsigned ok;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, "
-      "p;\n}\n"
-      : "=r"(ok)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return ok != 0;
-}
-__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
-  while (!mbar_try_wait_cluster(bar, parity)) {
-  }
-}
-
-// ---- clusters -----------------------------------------------------------------------------------
-
-__device__ __forceinline__ unsigned cluster_ctarank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every CTA of the cluster arrives and waits (release / acquire).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
-// An arrival on the barrier at the same shared offset as `bar` in CTA `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-
 // Waits until the phase of parity `parity` has completed (a fresh barrier: parity 1 passes at once).
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
   while (!mbar_try_wait(bar, parity)) {
@@ -117,17 +83,6 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, unsig
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
       "[%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(x), "r"(y), "r"(z)
-      : "memory");
-}
-
-// The box at (x, y, z) into shared offset dst of every CTA in `mask` (cluster ranks), each
-// completing the barrier at offset `bar` of its own shared memory.
-__device__ __forceinline__ void tma_load_3d_multicast(unsigned dst, const void* map, unsigned bar, int x, int y, int z,
-                                                      unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, "
-      "%4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(x), "r"(y), "r"(z), "h"(mask)
       : "memory");
 }
 

@@ -631,17 +631,14 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
     // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
     // which never runs, does not ask the device).
     const unsigned sms = a.a.is_meta() ? kFallbackSms : device_multiprocessors(kFallbackSms);
-    // Clusters of two blocks take pairs of m-blocks (one n-block each); one block per SM.
-    const std::int64_t pairs = ceil_div(std::max<std::int64_t>(m_blocks, 1), 2) * ceil_div(n, tile.block_n);
-    s.grid[0] = static_cast<unsigned>(2 * std::min<std::int64_t>(pairs, std::max(sms / 2, 1u)));
-    s.cluster = {2, 1, 1};
+    s.grid[0] = std::min(s.grid[0], sms);
     const std::int64_t es = dtype_size(a.a.dtype()), elems = kRowBytes / es;
     auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
     b_map = TensorMapDesc{&a.b,
                           3,
                           {u64(k), u64(n), u64(a.b.size(0))},
                           {u64(a.b.stride(1) * es), u64(a.b.stride(0) * es)},
-                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN / 2), 1},
+                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN), 1},
                           128};
   }
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};

@@ -77,14 +77,12 @@ __device__ __forceinline__ void fused_moe_ws(
 
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(full0 + 8 * s, 1u + 128u);                // B's expect_tx + one per producer thread
-      sm90::mbar_init(empty0 + 8 * s, 2 * ws::kConsumerWarps);  // both CTAs' consumer warps
+      sm90::mbar_init(full0 + 8 * s, 1u + 128u);  // B's expect_tx + one per producer thread
+      sm90::mbar_init(empty0 + 8 * s, ws::kConsumerWarps);
     }
     sm90::mbar_init_fence();
   }
   __syncthreads();
-  sm90::cluster_sync();  // the peer's barriers exist before any multicast or remote arrival
-  const unsigned rank = sm90::cluster_ctarank(), peer = rank ^ 1u;
 
   // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
   const long long ntpp = static_cast<long long>(__ldg(num_tokens_post_padded));
@@ -92,189 +90,36 @@ __device__ __forceinline__ void fused_moe_ws(
   if (m_cap > nv) m_cap = nv;
   long long m_dev = (ntpp + ws::kBM - 1) / ws::kBM;
   const int num_m = static_cast<int>(m_dev < m_cap ? m_dev : m_cap);
-  // A cluster of two CTAs walks pairs of m-blocks (2 p, 2 p + 1) x one n-block: CTA r takes m-block
-  // 2 p + r. When both m-blocks have the same expert, each CTA loads one 128-row half of B and
-  // multicasts it to both; else each loads its own B. A CTA whose m-block has no expert while its
-  // peer's has one runs the ring idle (arrivals only), so both CTAs count the same k-tiles.
-  const int num_pm = (num_m + 1) / 2;
-  const int tiles = num_pm * num_pid_n;
-  const int group_pm = static_cast<int>(S::GROUP_M) / 2 > 0 ? static_cast<int>(S::GROUP_M) / 2 : 1;
-  const int cluster = static_cast<int>(blockIdx.x) >> 1, clusters = static_cast<int>(gridDim.x) >> 1;
+  const int tiles = num_m * num_pid_n;
+  const int group_m = static_cast<int>(S::GROUP_M);
   const int wg = tid >> 7;
-  struct PairTile {
-    int pid_m, n0;
-    long long e;
-    bool mine, run, share;  // this m-block has an expert; the ring runs; B is shared
-  };
-  auto pair_tile = [&](int t) {
-    int pp, pn;
-    ws::tile_coords(t, num_pm, num_pid_n, group_pm, pp, pn);
-    PairTile p;
-    p.pid_m = 2 * pp + static_cast<int>(rank);
-    p.n0 = pn * ws::kBN;
-    long long ex[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int m = 2 * pp + r;
-      const long long v = m < num_m ? wk::to_index(__ldg(expert_ids + m)) : -1;
-      ex[r] = v >= 0 && v < static_cast<long long>(num_experts) ? v : -1;
-    }
-    p.e = ex[rank];
-    p.mine = p.e >= 0;
-    p.run = ex[0] >= 0 || ex[1] >= 0;
-    p.share = ex[0] >= 0 && ex[0] == ex[1];
-    return p;
-  };
-
-  auto consume = [&]() {
-    // ---- consumers ----
-    if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_inc<232>();
-    const int cwg = wg - 1;  // rows [64 cwg, 64 cwg + 64) of the tile
-    const int warp = (tid >> 5) & 3, lane = tid & 31;
-    const bool mul_weight = !S::topk_weights_none && topk_weights != nullptr;
-    const bool c_vec = wk::aligned16(c);
-    const int scale_cols = k_size / 128;
-    const int scale_rows_b = (n_cols + 127) / 128;
-    using Cons = ws::Consumer<T>;
-    // A stage is free once each consumer warp of both CTAs has released it.
-    auto release = [&](int s) {
-      sm90::mbar_arrive(empty0 + 8 * s);
-      sm90::mbar_arrive_cluster(empty0 + 8 * s, peer);
-    };
-    Cons cons;
-    unsigned it = 0;
-    for (int t = cluster; t < tiles; t += clusters) {
-      const PairTile p = pair_tile(t);
-      const int pid_m = p.pid_m, n0 = p.n0;
-      const long long e = p.e;
-      const bool has_expert = p.mine;
-      // The entries of this thread's rows (Cons::kRowSlots of them: slot q is row_of(i) for the i with
-      // row_slot(i) == q), -1 for padding.
-      int entry[Cons::kRowSlots];
-#pragma unroll
-      for (int q = 0; q < Cons::kRowSlots; ++q) {
-        const int i = Cons::first_in_slot(q);
-        const long long pos = static_cast<long long>(pid_m) * ws::kBM + 64 * cwg + Cons::row_of(i, warp, lane);
-        const long long en = pid_m < num_m && pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-        entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
-      }
-      cons.zero();
-      if (!has_expert && p.run) {  // idle beside the peer's tile: release every stage it fills
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int s = static_cast<int>(it % kStages);
-          sm90::mbar_wait(full0 + 8 * s, (it / kStages) & 1u);
-          __syncwarp();
-          if (lane == 0) release(s);
-        }
-      }
-      if (has_expert) {
-        const typename S::b_scale_t* b_scale_row = nullptr;
-        int a_scale_row[4] = {-1, -1, -1, -1};
-        if constexpr (kFp8) {
-          b_scale_row = b_scale + (e * scale_rows_b + n0 / 128) * scale_cols;
-#pragma unroll
-          for (int q = 0; q < Cons::kRowSlots; ++q)
-            a_scale_row[q] = entry[q] >= 0 ? (entry[q] / top_k) * scale_cols : -1;
-        }
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int s = static_cast<int>(it % kStages);
-          const unsigned phase = (it / kStages) & 1u;
-          const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
-          const unsigned a_addr = stage + cwg * 64 * ws::kRowBytes, b_addr = stage + ws::kABytes;
-          if constexpr (kFp8) {
-            float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cs[2];
-#pragma unroll
-            for (int q = 0; q < Cons::kRowSlots; ++q)
-              rs[q] = a_scale_row[q] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + a_scale_row[q] + kt)) : 0.0f;
-            cs[0] = wk::gemm::block_scale(__ldg(b_scale_row + kt));
-            cs[1] = n0 + 128 < n_cols ? wk::gemm::block_scale(__ldg(b_scale_row + scale_cols + kt)) : 0.0f;
-            sm90::mbar_wait(full0 + 8 * s, phase);
-            sm90::fence_proxy_async();  // A came by cp.async (the generic proxy); wgmma reads async
-            cons.mma_ktile_scaled(a_addr, b_addr, rs, cs, warp, lane);
-            __syncwarp();
-            if (lane == 0) release(s);
-          } else {
-            sm90::mbar_wait(full0 + 8 * s, phase);
-            sm90::fence_proxy_async();
-            cons.mma_ktile(a_addr, b_addr, warp, lane);
-            if constexpr (sm90::kHasWgmma) {
-              // The k-tile before this one has completed: release its stage.
-              sm90::wgmma_wait<1>();
-              if (kt > 0 && lane == 0) release(static_cast<int>((it - 1) % kStages));
-            } else {
-              __syncwarp();
-              if (lane == 0) release(s);
-            }
-          }
-        }
-        if constexpr (!kFp8 && sm90::kHasWgmma) {
-          sm90::wgmma_wait<0>();
-          sm90::fence_regs(cons.acc);
-          if (k_tiles > 0 && lane == 0) release(static_cast<int>((it - 1) % kStages));
-        }
-      }
-
-      // Epilogue: (acc + bias) * w, rounded once, stored by column pairs (zeros without an expert).
-#pragma unroll
-      for (int i = 0; i < Cons::kPerThread; i += 2) {
-        const int en = entry[Cons::row_slot(i)];
-        const int col = n0 + Cons::col_of(i, warp, lane);
-        if (en < 0 || col >= n_cols) continue;
-        float v[2] = {cons.acc[i], cons.acc[i + 1]};
-        if (has_expert) {
-          if constexpr (kHasBias) {
-            const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
-            v[0] += wk::to_float(bias_row[col]);
-            v[1] += wk::to_float(bias_row[col + 1]);
-          }
-          if (mul_weight) {
-            const float w = __ldg(topk_weights + en);
-            v[0] *= w, v[1] *= w;
-          }
-        }
-        out_t* out = c + static_cast<long long>(en) * stride_cm + col;
-        if (c_vec)
-          wk::store_floats<true, 2>(out, 2, v);
-        else
-          wk::store_floats<false, 2>(out, 2, v);
-      }
-    }
-  };
 
   if (wg == 0) {
     // ---- producer ----
     if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<40>();
     if (tid == 0) sm90::tma_prefetch(&b_map);
     unsigned it = 0;
-    for (int t = cluster; t < tiles; t += clusters) {
-      const PairTile p = pair_tile(t);
-      if (!p.run) continue;
+    for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+      int pid_m, pid_n;
+      ws::tile_coords(t, num_m, num_pid_n, group_m, pid_m, pid_n);
+      const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+      if (e < 0 || e >= static_cast<long long>(num_experts)) continue;
+      const int n0 = pid_n * ws::kBN;
       // Every producer thread stages tile row tid: cp.async (16-byte aligned A) or loads and
       // stores through registers, then one arrival on full[s] once its copies have landed.
-      const long long pos = static_cast<long long>(p.pid_m) * ws::kBM + tid;
-      const long long entry = p.mine && pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
+      const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
       const bool ok = entry >= 0 && entry < nv;
       const char* row = reinterpret_cast<const char*>(a + (ok ? entry / top_k : 0) * static_cast<long long>(stride_am));
-      const int e = static_cast<int>(p.e);
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = static_cast<int>(it % kStages);
         const unsigned phase = (it / kStages) & 1u;
-        sm90::mbar_wait_cluster(empty0 + 8 * s, phase ^ 1u);  // both CTAs' consumers released stage s
+        sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
         char* stage = smem + s * ws::kStageBytes;
         const unsigned full = full0 + 8 * s;
         if (tid == 0) {
-          const unsigned b = sm90::smem_u32(stage) + ws::kABytes;
-          if (p.share) {
-            sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));  // both halves land here
-            sm90::tma_load_3d_multicast(b + rank * (ws::kBBytes / 2), &b_map, full, kt * kElems,
-                                        p.n0 + static_cast<int>(rank) * (ws::kBN / 2), e, 3);
-          } else if (p.mine) {
-            sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
-            sm90::tma_load_3d(b, &b_map, full, kt * kElems, p.n0, e);
-            sm90::tma_load_3d(b + ws::kBBytes / 2, &b_map, full, kt * kElems, p.n0 + ws::kBN / 2, e);
-          } else {
-            sm90::mbar_arrive(full);  // idle: the peer's tile runs
-          }
+          sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
+          sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
         }
         if (a_async) {
           if (ok) {
@@ -285,20 +130,116 @@ __device__ __forceinline__ void fused_moe_ws(
           }
           sm90::cp_async_arrive_noinc(full);
         } else {
-          if (p.mine) {
 #pragma unroll
-            for (int ch = 0; ch < 8; ++ch)
-              wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(tid, ch), row + kt * ws::kRowBytes + ch * 16, ok);
-            sm90::fence_proxy_async();
-          }
+          for (int ch = 0; ch < 8; ++ch)
+            wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(tid, ch), row + kt * ws::kRowBytes + ch * 16, ok);
+          sm90::fence_proxy_async();
           sm90::mbar_arrive(full);
         }
       }
     }
-  } else {
-    consume();
+    return;
   }
-  sm90::cluster_sync();  // no CTA leaves while its peer may still write to it or arrive on it
+
+  // ---- consumers ----
+  if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_inc<232>();
+  const int cwg = wg - 1;  // rows [64 cwg, 64 cwg + 64) of the tile
+  const int warp = (tid >> 5) & 3, lane = tid & 31;
+  const bool mul_weight = !S::topk_weights_none && topk_weights != nullptr;
+  const bool c_vec = wk::aligned16(c);
+  const int scale_cols = k_size / 128;
+  const int scale_rows_b = (n_cols + 127) / 128;
+  using Cons = ws::Consumer<T>;
+  Cons cons;
+  unsigned it = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+    int pid_m, pid_n;
+    ws::tile_coords(t, num_m, num_pid_n, group_m, pid_m, pid_n);
+    const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+    const bool has_expert = e >= 0 && e < static_cast<long long>(num_experts);
+    const int n0 = pid_n * ws::kBN;
+    // The entries of this thread's rows (Cons::kRowSlots of them: slot q is row_of(i) for the i with
+    // row_slot(i) == q), -1 for padding.
+    int entry[Cons::kRowSlots];
+#pragma unroll
+    for (int q = 0; q < Cons::kRowSlots; ++q) {
+      const int i = Cons::first_in_slot(q);
+      const long long pos = static_cast<long long>(pid_m) * ws::kBM + 64 * cwg + Cons::row_of(i, warp, lane);
+      const long long en = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
+    }
+    cons.zero();
+    if (has_expert) {
+      const typename S::b_scale_t* b_scale_row = nullptr;
+      int a_scale_row[4] = {-1, -1, -1, -1};
+      if constexpr (kFp8) {
+        b_scale_row = b_scale + (e * scale_rows_b + n0 / 128) * scale_cols;
+#pragma unroll
+        for (int q = 0; q < Cons::kRowSlots; ++q) a_scale_row[q] = entry[q] >= 0 ? (entry[q] / top_k) * scale_cols : -1;
+      }
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = static_cast<int>(it % kStages);
+        const unsigned phase = (it / kStages) & 1u;
+        const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
+        const unsigned a_addr = stage + cwg * 64 * ws::kRowBytes, b_addr = stage + ws::kABytes;
+        if constexpr (kFp8) {
+          float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cs[2];
+#pragma unroll
+          for (int q = 0; q < Cons::kRowSlots; ++q)
+            rs[q] = a_scale_row[q] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + a_scale_row[q] + kt)) : 0.0f;
+          cs[0] = wk::gemm::block_scale(__ldg(b_scale_row + kt));
+          cs[1] = n0 + 128 < n_cols ? wk::gemm::block_scale(__ldg(b_scale_row + scale_cols + kt)) : 0.0f;
+          sm90::mbar_wait(full0 + 8 * s, phase);
+          sm90::fence_proxy_async();  // A came by cp.async (the generic proxy); wgmma reads async
+          cons.mma_ktile_scaled(a_addr, b_addr, rs, cs, warp, lane);
+          __syncwarp();
+          if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
+        } else {
+          sm90::mbar_wait(full0 + 8 * s, phase);
+          sm90::fence_proxy_async();
+          cons.mma_ktile(a_addr, b_addr, warp, lane);
+          if constexpr (sm90::kHasWgmma) {
+            // The k-tile before this one has completed: release its stage.
+            sm90::wgmma_wait<1>();
+            if (kt > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+          } else {
+            __syncwarp();
+            if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
+          }
+        }
+      }
+      if constexpr (!kFp8 && sm90::kHasWgmma) {
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(cons.acc);
+        if (k_tiles > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+      }
+    }
+
+    // Epilogue: (acc + bias) * w, rounded once, stored by column pairs (zeros without an expert).
+#pragma unroll
+    for (int i = 0; i < Cons::kPerThread; i += 2) {
+      const int en = entry[Cons::row_slot(i)];
+      const int col = n0 + Cons::col_of(i, warp, lane);
+      if (en < 0 || col >= n_cols) continue;
+      float v[2] = {cons.acc[i], cons.acc[i + 1]};
+      if (has_expert) {
+        if constexpr (kHasBias) {
+          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
+          v[0] += wk::to_float(bias_row[col]);
+          v[1] += wk::to_float(bias_row[col + 1]);
+        }
+        if (mul_weight) {
+          const float w = __ldg(topk_weights + en);
+          v[0] *= w, v[1] *= w;
+        }
+      }
+      out_t* out = c + static_cast<long long>(en) * stride_cm + col;
+      if (c_vec)
+        wk::store_floats<true, 2>(out, 2, v);
+      else
+        wk::store_floats<false, 2>(out, 2, v);
+    }
+  }
 }
 
 // The mma.sync tiles (WARPS 4 or 8: cp.async, one block per output tile; device/gemm.cuh).
