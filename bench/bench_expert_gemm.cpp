@@ -225,7 +225,7 @@ void BM_expert_gemm(benchmark::State& state) {
   const int layer = static_cast<int>(state.range(0)), quant = static_cast<int>(state.range(1));
   const std::int64_t tokens = state.range(2);
   const int routing = static_cast<int>(state.range(3));
-  const int variant = static_cast<int>(state.range(4));  // 0: the heuristic; 1, 2: alternative tiles
+  const int variant = static_cast<int>(state.range(4));  // 0: the heuristic; 1..5: alternative tiles
   const std::int64_t n = gemm_n(layer), k = gemm_k(layer), nv = tokens * kTopK;
   const DType d = quant == kFp8 ? DType::f8e4m3 : DType::bf16;
   Device& dev = Device::instance();
@@ -236,6 +236,10 @@ void BM_expert_gemm(benchmark::State& state) {
   FusedMoeTile tile = fused_moe_tile(nv, kExperts, d);
   if (variant == 1) tile = {128, 128, 128 / dtype_size(d), 8, 8, quant == kFp8 ? 4 : 3};
   if (variant == 2) tile = {64, 128, 128 / dtype_size(d), 8, 8, 4};
+  // 3, 4, 5: the warp-specialised tile with other rasterisations (GROUP_M 32 and 2) and 3 stages.
+  if (variant == 3) tile = {128, 256, 128 / dtype_size(d), 32, 12, 4};
+  if (variant == 4) tile = {128, 256, 128 / dtype_size(d), 2, 12, 4};
+  if (variant == 5) tile = {128, 256, 128 / dtype_size(d), 8, 12, 3};
   const Layout layout = align(ids, tile.block_m);
 
   const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
@@ -513,7 +517,7 @@ void args(benchmark::internal::Benchmark* b) {
       }
       if (const char* v = std::getenv("WARMKEY_BENCH_TILE_VARIANTS"); v && *v == '1') {
         for (std::int64_t t : {2048, 16384}) {
-          for (int variant : {1, 2}) b->Args({layer, quant, t, kUniform, variant});
+          for (int variant : {1, 2, 3, 4, 5}) b->Args({layer, quant, t, kUniform, variant});
         }
       }
     }
