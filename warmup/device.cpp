@@ -108,7 +108,7 @@ void resolve_all(void* lib, auto& a) {
 struct PackedArgs {
   std::array<std::uint64_t, kMaxParams> slots{};
   std::array<void*, kMaxParams> ptrs{};
-  alignas(64) std::array<CUtensorMap, kMaxTensorMaps + 1> maps{};  // the last one: the zeros of a map not given
+  std::array<CUtensorMap, kMaxTensorMaps + 1> maps{};  // CUtensorMap is aligned as TMA needs; the last: zeros
 };
 
 // The driver's element type of a tensor map over `d` (fp8 moves as raw bytes).
