@@ -1,26 +1,29 @@
 // The warp-specialised expert-GEMM core for sm_90 and newer: a persistent grid walks 128 x 256
-// output tiles of a grouped problem; one producer warpgroup stages A and B by TMA through a ring
-// of mbarrier-guarded shared-memory stages, two consumer warpgroups multiply (wgmma on sm_90a,
-// ldmatrix + mma.sync elsewhere) and run the epilogue from registers.
+// output tiles of a grouped problem; one producer warpgroup stages B by TMA and the gathered A rows
+// by cp.async through a ring of mbarrier-guarded shared-memory stages, two consumer warpgroups
+// multiply (wgmma on sm_90a, ldmatrix + mma.sync elsewhere) and run the epilogue from registers.
 #pragma once
 
 #include "device/gemm.cuh"
 #include "device/hopper.cuh"
 
 // NOTES:
-// - Block: 384 threads = 3 warpgroups. Warpgroup 0 produces (its first warp issues the TMA copies;
-//   when A cannot be described by a tensor map, all 128 threads copy one A row each through
+// - Block: 384 threads = 3 warpgroups. Warpgroup 0 produces (thread 0 issues B's TMA copy; each
+//   of the 128 threads copies one A row: cp.async when A is 16-byte aligned, else through
 //   registers), warpgroups 1 and 2 consume: consumer c owns tile rows [64 c, 64 c + 64). On sm_90a
 //   the producer gives registers back (setmaxnreg 40) and the consumers take them (232).
 // - Stage s: A (128 rows x 128 bytes, 16 KB) then B (256 rows x 128 bytes, 32 KB), 1024-byte
 //   aligned, in the 128-byte swizzle (device/hopper.cuh). full[s] completes when the stage's bytes
-//   have landed (one expect_tx arrival, plus one arrival per producer thread on the register
-//   path); empty[s] when each of the 8 consumer warps has finished reading it. A running k-tile
+//   have landed (B's expect_tx arrival, plus one arrival per producer thread once its A copies
+//   have landed: cp.async.mbarrier.arrive.noinc, or a plain arrival after stores and
+//   fence.proxy.async); the consumers fence the async proxy after waiting, before wgmma reads A.
+//   empty[s] completes when each of the 8 consumer warps has finished reading it. A running k-tile
 //   count `it` over all tiles of the block gives stage it % STAGES and phase (it / STAGES) & 1.
-// - A rows are gathered: each row of a tile has its own source row (or none: padding), so A moves
-//   as one TMA box of 1 x 128 bytes per valid row; rows without a source are not loaded at all
-//   (their accumulator rows are garbage and never stored: an output row depends only on its own A
-//   row). B is one 3-D box (K, N, expert) of 256 rows; rows past N are zero-filled by TMA.
+// - A rows are gathered: each row of a tile has its own source row (or none: padding), which
+//   Hopper's TMA cannot express (one 1 x 128-byte box per row ran 2.3x slower: docs/PERFORMANCE.md);
+//   rows without a source are not loaded at all (their accumulator rows are garbage and never
+//   stored: an output row depends only on its own A row). B is one 3-D box (K, N, expert) of 256
+//   rows; rows past N are zero-filled by TMA.
 // - Tiles: t = blockIdx.x, blockIdx.x + gridDim.x, ... over num_m x ceil(N / 256), GROUP_M
 //   m-blocks rasterised together. Producer and consumers walk the same sequence and skip the same
 //   tiles (no expert: the consumers write zeros), so their stage counts agree.
@@ -39,10 +42,8 @@ inline constexpr int kConsumerWarps = 8;
 inline constexpr int kABytes = kBM * kRowBytes;
 inline constexpr int kBBytes = kBN * kRowBytes;
 inline constexpr int kStageBytes = kABytes + kBBytes;
-// The dynamic shared memory a launch asks for: 1024 bytes of alignment slack, the stages, and two
-// 8-byte barriers per stage (the host's copy of this formula: fused_moe.cpp, shared_bytes()).
-template <int STAGES>
-inline constexpr int kSmemBytes = 1024 + STAGES* kStageBytes + STAGES * 16;
+// A launch asks for 1024 bytes of alignment slack, the stages and two 8-byte barriers per stage of
+// dynamic shared memory (the host computes it: fused_moe.cpp, shared_bytes()).
 
 // Tile t of the persistent walk -> (pid_m, pid_n), GROUP_M m-blocks at a time.
 __device__ __forceinline__ void tile_coords(int t, int num_m, int num_pid_n, int group_m, int& pid_m, int& pid_n) {

@@ -4,7 +4,7 @@
 // need the arch-specific target sm_90a (NVRTC defines __CUDA_ARCH_FEAT_SM90_ALL for it).
 #pragma once
 
-#include "device/common.cuh"
+#include "device/gemm.cuh"
 
 // NOTES:
 // - A tensor map is the driver's 128-byte descriptor (cuTensorMapEncodeTiled, encoded by the host
@@ -16,14 +16,12 @@
 //   the map says CU_TENSOR_MAP_SWIZZLE_128B and the tile starts on a 1024-byte boundary (the
 //   pattern is a function of the address bits), and wgmma reads it through a descriptor with
 //   swizzle mode 1. One 128-byte row is one k-tile: 64 bf16/f16 or 128 fp8 elements.
-// - Everything a wgmma reads is written by TMA (the async proxy) or by ordinary stores followed by
-//   fence.proxy.async before the barrier that publishes them.
+// - What a wgmma reads is written by TMA (the async proxy), or by cp.async or ordinary stores (the
+//   generic proxy), after which a fence.proxy.async orders them before the async-proxy reads.
 
 namespace wk::sm90 {
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
+using wk::gemm::smem_u32;
 
 // ---- mbarriers ----------------------------------------------------------------------------------
 
@@ -70,14 +68,7 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 __device__ __forceinline__ void tma_prefetch(const void* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
 }
-// Box at (x, y) of a 2-D map into shared memory at dst; completes `bar`'s transaction bytes.
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, unsigned bar, int x, int y) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
-          dst),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(x), "r"(y)
-      : "memory");
-}
+// Box at (x, y, z) of a 3-D map into shared memory at dst; completes `bar`'s transaction bytes.
 __device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, unsigned bar, int x, int y, int z) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "

@@ -54,6 +54,7 @@ __device__ __forceinline__ void fused_moe_ws(
                 "fused_moe: the warp-specialised tile is 128 x 256 x one 128-byte row");
   static_assert(sizeof(T) == 2 || kFp8, "fused_moe: the warp-specialised tile takes bf16, f16 or fp8 e4m3");
   static_assert(!S::sorted_token_ids_none, "fused_moe: the warp-specialised tile needs the sorted layout");
+  static_assert(32 * S::WARPS == ws::kThreads, "fused_moe: the warp-specialised tile runs 3 warpgroups");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static_assert(sizeof(T) == 0, "fused_moe: the warp-specialised tile needs sm_90 or newer (TMA, mbarrier tx)");
 #endif
