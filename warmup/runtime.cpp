@@ -11,7 +11,6 @@
 #include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/schedule.h"
-#include "warmup/source_generation.h"
 #include "warmup/source_set.h"
 
 namespace warmkey {
@@ -162,10 +161,10 @@ class JitRuntime::L1Map {
   }
 
   // Device sources were edited since the last look (source_generation() moved): removes every
-  // failed slot and every ready one that `stale` says no longer holds its bound key's JitKey.
-  // The hit path pays one atomic load when nothing changed.
-  template <class Stale>
-  void drop_after_source_edits(Stale&& stale) {
+  // failed slot and every ready one whose JitKey is no longer the one its bound key makes under
+  // `rt`'s target. The hit path pays one atomic load when nothing changed.
+  void drop_after_source_edits(const JitRuntime& rt) {
+    auto stale = [&](const Slot& s) { return s.kernel->key != rt.jit_key(s.bound); };
     const std::uint64_t now = source_generation();
     if (now == generation_seen_.load(std::memory_order_acquire)) return;
     std::lock_guard edits(edit_mu_);
@@ -389,7 +388,7 @@ const CompiledKernel& JitRuntime::lookup(const BoundKey& bound, Phase phase) { r
 
 JitRuntime::Slot& JitRuntime::resolve(const BoundKey& bound, Phase phase) {
   if (bound.kernel == nullptr) throw InputError("JitRuntime::get: the bound key names no kernel");
-  l1_->drop_after_source_edits([this](const Slot& slot) { return slot.kernel->key != jit_key(slot.bound); });
+  l1_->drop_after_source_edits(*this);
   Slot* s = l1_->find(bound);  // the hit path: no lock, no allocation
   if (s != nullptr && s->state.load(std::memory_order_acquire) == kReady) {
     monitor_.count_l1_hit(phase);
@@ -682,7 +681,7 @@ void JitRuntime::wait_claimed(const std::vector<Slot*>& claimed, WarmState& stat
 }
 
 WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int batch, const ProgressFn& progress) {
-  l1_->drop_after_source_edits([this](const Slot& slot) { return slot.kernel->key != jit_key(slot.bound); });
+  l1_->drop_after_source_edits(*this);
   if (jobs <= 0) jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   WarmState state;
   state.progress = &progress;

@@ -9,7 +9,6 @@
 #include <set>
 
 #include "warmup/error.h"
-#include "warmup/source_generation.h"
 
 namespace warmkey {
 namespace {

@@ -1,6 +1,7 @@
 // Device sources embedded in the binary, handed to NVRTC as named headers.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -28,5 +29,11 @@ class SourceSet {
 
 // Hex of XXH3-128 over bytes: the digest used for keys and files.
 std::string hex_digest(std::string_view bytes);
+
+// A process-wide count of device-source edits: bumped by every SourceSet::add (of any set). A
+// runtime compares it with the value it last saw on each lookup (one atomic load on the hit path):
+// when it moved, in-memory entries whose JitKey is no longer the one their bound key makes now are
+// dropped, so the old text's binary is never served.
+std::uint64_t source_generation();
 
 }  // namespace warmkey
