@@ -18,6 +18,7 @@
 #include "warmup/error.h"
 
 #ifdef WARMKEY_HAVE_CUBLAS
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #endif
 
@@ -218,6 +219,119 @@ double cublas_loop_ms(const std::vector<int>& counts, std::int64_t n, std::int64
   }
   return ms;
 }
+
+// The fp8 peer: one cublasLtMatmul per expert with tokens, e4m3 x e4m3 -> bf16, fp32 compute, with
+// DeepSeek-style block scales as cuBLASLt states them (CUDA 12.9+): the weight (cuBLASLt's A, N x K
+// transposed) by 128 x 128 blocks (BLK128x128_32F), the activations (cuBLASLt's B, K x c) by 1 x 128
+// vectors along K (VEC128_32F). Each expert's plan (layouts, heuristic algorithm) is made before
+// timing. Returns 0 with *note on any status other than success (the mode is unsupported, ...).
+struct CublasLt {
+  cublasLtHandle_t handle = nullptr;
+  DeviceBuffer workspace;
+  static constexpr std::size_t kWorkspace = 64ull << 20;
+  CublasLt() {
+    if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) handle = nullptr;
+    if (handle) workspace = Device::instance().alloc(kWorkspace);
+  }
+  ~CublasLt() {
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+double cublaslt_fp8_ms(const std::vector<int>& counts, std::int64_t n, std::int64_t k, const void* b,
+                       const void* b_scale, std::string* note) {
+  static CublasLt lt;
+  if (!lt.handle) {
+    *note = "cublasLtCreate failed";
+    return 0;
+  }
+  Device& dev = Device::instance();
+  std::int64_t rows = 0;
+  for (int c : counts) rows += c;
+  // Activations and their 1 x 128 scales (values do not matter for speed; scales near 1).
+  DeviceBuffer a = dev.alloc(static_cast<std::size_t>(std::max<std::int64_t>(rows, 1) * k));
+  fill_random(a.data(), DType::u8, rows * k, 31);
+  DeviceBuffer a_scale = dev.alloc(static_cast<std::size_t>((rows + 128) * (k / 128) * 4));
+  fill_random(a_scale.data(), DType::f32, (rows + 128) * (k / 128), 33);
+  DeviceBuffer c_out = dev.alloc(static_cast<std::size_t>(std::max<std::int64_t>(rows, 1) * n * 2));
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+    cublasLtMatmulHeuristicResult_t algo{};
+    const void *a = nullptr, *b = nullptr;
+    void* c = nullptr;
+  };
+  std::vector<Plan> plans;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  const char* failed = "";
+  auto fail = [&](cublasStatus_t st, const char* what) {
+    if (st != CUBLAS_STATUS_SUCCESS && status == CUBLAS_STATUS_SUCCESS) status = st, failed = what;
+    return st != CUBLAS_STATUS_SUCCESS;
+  };
+  std::int64_t row = 0;
+  const auto* bw = static_cast<const std::uint8_t*>(b);
+  const auto* bs = static_cast<const float*>(b_scale);
+  for (int e = 0; e < kExperts && status == CUBLAS_STATUS_SUCCESS; ++e) {
+    const int c = counts[static_cast<std::size_t>(e)];
+    if (c == 0) continue;
+    Plan p;
+    p.a = bw + static_cast<std::int64_t>(e) * n * k;
+    p.b = static_cast<const std::uint8_t*>(a.data()) + row * k;
+    p.c = static_cast<std::uint16_t*>(c_out.data()) + row * n;
+    const void* sa = bs + static_cast<std::int64_t>(e) * (n / 128) * (k / 128);
+    const void* sb = static_cast<const float*>(a_scale.data()) + row * (k / 128);
+    const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+    const cublasLtMatmulMatrixScale_t blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                                      vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    if (fail(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc")) break;
+    fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t), "transa");
+    fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn), "transb");
+    fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &blk, sizeof blk), "a scale mode");
+    fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec), "b scale mode");
+    fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa), "a scale");
+    fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb), "b scale");
+    fail(cublasLtMatrixLayoutCreate(&p.la, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(n), k),
+         "layout a");
+    fail(cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(c), k),
+         "layout b");
+    fail(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_16BF, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(c), n),
+         "layout c");
+    cublasLtMatmulPreference_t pref = nullptr;
+    fail(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    const std::size_t ws = CublasLt::kWorkspace;
+    if (pref) cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    int found = 0;
+    if (status == CUBLAS_STATUS_SUCCESS &&
+        !fail(cublasLtMatmulAlgoGetHeuristic(lt.handle, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &p.algo, &found),
+              "heuristic") &&
+        found == 0)
+      fail(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic found no algorithm");
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    plans.push_back(p);
+    row += c;
+  }
+  double ms = 0;
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    const float alpha = 1.0f, beta = 0.0f;
+    ms = median_ms([&] {
+      for (const Plan& p : plans) {
+        const cublasStatus_t st = cublasLtMatmul(lt.handle, p.op, &alpha, p.a, p.la, p.b, p.lb, &beta, p.c, p.lc, p.c,
+                                                 p.lc, &p.algo.algo, lt.workspace.data(), CublasLt::kWorkspace, nullptr);
+        if (st != CUBLAS_STATUS_SUCCESS && status == CUBLAS_STATUS_SUCCESS) status = st, failed = "matmul";
+      }
+    });
+  }
+  for (Plan& p : plans) {
+    if (p.op) cublasLtMatmulDescDestroy(p.op);
+    for (auto* l : {p.la, p.lb, p.lc})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    *note = str_cat("cublasLt fp8 block-scaled ", failed, " status ", static_cast<int>(status));
+    return 0;
+  }
+  return ms;
+}
 #endif
 
 void BM_expert_gemm(benchmark::State& state) {
@@ -311,6 +425,16 @@ void BM_expert_gemm(benchmark::State& state) {
       state.counters["vs_cublas"] = cb / ms;  // > 1: warmkey is faster
     } else {
       label += " cublas: " + note;
+    }
+    if (quant == kFp8 && tokens >= 2048) {  // the fp8 peer: cuBLASLt with the same block scales
+      std::string lt_note;
+      const double lt = cublaslt_fp8_ms(layout.counts, n, k, w.b.data(), w.scale.data(), &lt_note);
+      if (lt > 0) {
+        state.counters["cublaslt_fp8_TFLOPS"] = flops / (lt / 1e3) / 1e12;
+        state.counters["vs_cublaslt_fp8"] = lt / ms;  // > 1: warmkey is faster
+      } else {
+        label += " " + lt_note;
+      }
     }
   }
 #endif

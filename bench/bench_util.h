@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "warmup/binder.h"
@@ -31,6 +33,16 @@ inline JitRuntime& runtime() {
   static JitRuntime rt([] {
     RuntimeOptions o;
     o.mode = MonitorMode::off;  // the first launch of each key compiles; it is never timed
+    // Kernel-development variants: WARMKEY_BENCH_DEFINES="A=1,B=0" adds -DA=1 -DB=0 to every
+    // program (the options are part of each JitKey, so variants never share a binary).
+    if (const char* v = std::getenv("WARMKEY_BENCH_DEFINES"); v != nullptr && *v != '\0') {
+      std::string all(v);
+      for (std::size_t at = 0; at <= all.size();) {
+        const std::size_t end = std::min(all.find(',', at), all.size());
+        if (end > at) o.target.options.push_back("-D" + all.substr(at, end - at));
+        at = end + 1;
+      }
+    }
     return o;
   }());
   return rt;

@@ -31,7 +31,23 @@
 //   B scale group. The k-tile's products go to fresh fp32 partials (scale_d = 0), which are folded
 //   as acc += part * a_scale[row] * b_scale[half] after the MMA completes (promotion in registers).
 
+// Development switches (the defaults are the measured choices, docs/PERFORMANCE.md; a -D option
+// is part of the JitKey, so a variant never shares a binary with the default):
+// - WK_WS_N256: bf16/f16 k-steps as one m64n256 wgmma per consumer instead of two m64n128 halves
+//   (A is read from shared memory once per k-step instead of twice).
+// - WK_WS_A_COAL: the producer's A copies coalesced: 8 threads per 128-byte row, so one warp
+//   instruction covers 4 whole rows (otherwise one thread per row: 16-byte pieces of 32 rows).
+#ifndef WK_WS_N256
+#define WK_WS_N256 1
+#endif
+#ifndef WK_WS_A_COAL
+#define WK_WS_A_COAL 1
+#endif
+
 namespace wk::ws {
+
+inline constexpr bool kN256 = WK_WS_N256 != 0;
+inline constexpr bool kACoalesced = WK_WS_A_COAL != 0;
 
 inline constexpr int kBM = 128;
 inline constexpr int kBN = 256;
@@ -117,11 +133,18 @@ struct Consumer {
       float(&a0)[64] = *reinterpret_cast<float(*)[64]>(acc);
       float(&a1)[64] = *reinterpret_cast<float(*)[64]>(acc + 64);
       wk::sm90::wgmma_fence();
+      if constexpr (kN256 && sizeof(T) == 2) {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        const unsigned long long da = wk::sm90::smem_desc(a_addr + ks * 32);
-        wk::sm90::wgmma_m64n128<T>(a0, da, wk::sm90::smem_desc(b_addr + ks * 32), 1);
-        wk::sm90::wgmma_m64n128<T>(a1, da, wk::sm90::smem_desc(b_addr + kHalfN * kRowBytes + ks * 32), 1);
+        for (int ks = 0; ks < 4; ++ks)
+          wk::sm90::wgmma_m64n256<T>(acc, wk::sm90::smem_desc(a_addr + ks * 32), wk::sm90::smem_desc(b_addr + ks * 32),
+                                     1);
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const unsigned long long da = wk::sm90::smem_desc(a_addr + ks * 32);
+          wk::sm90::wgmma_m64n128<T>(a0, da, wk::sm90::smem_desc(b_addr + ks * 32), 1);
+          wk::sm90::wgmma_m64n128<T>(a1, da, wk::sm90::smem_desc(b_addr + kHalfN * kRowBytes + ks * 32), 1);
+        }
       }
       wk::sm90::wgmma_commit();
     } else {

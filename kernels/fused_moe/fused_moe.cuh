@@ -99,13 +99,55 @@ __device__ __forceinline__ void fused_moe_ws(
     // ---- producer ----
     if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<40>();
     if (tid == 0) sm90::tma_prefetch(&b_map);
-    unsigned it = 0;
+    // Coalesced A (ws::kACoalesced): thread tid copies 16-byte piece tid % 8 of rows tid / 8 + 16 j,
+    // j < 8, whose source rows (-1: none) the 128 producer threads publish per tile in s_row
+    // (double-buffered: one producer barrier per tile orders a buffer's reuse two tiles later).
+    __shared__ long long s_row[2][ws::kBM];
+    const long long row_bytes = static_cast<long long>(stride_am) * static_cast<long long>(sizeof(T));
+    unsigned it = 0, tile_no = 0;
     for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
       int pid_m, pid_n;
       ws::tile_coords(t, num_m, num_pid_n, group_m, pid_m, pid_n);
       const long long e = wk::to_index(__ldg(expert_ids + pid_m));
       if (e < 0 || e >= static_cast<long long>(num_experts)) continue;
       const int n0 = pid_n * ws::kBN;
+      if constexpr (ws::kACoalesced) {
+        const int buf = static_cast<int>(tile_no++ & 1u);
+        const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
+        const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+        s_row[buf][tid] = entry >= 0 && entry < nv ? (entry / top_k) * row_bytes : -1;
+        sm90::named_bar_sync(1, 128);
+        const char* a_bytes = reinterpret_cast<const char*>(a) + (tid & 7) * 16;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = static_cast<int>(it % kStages);
+          const unsigned phase = (it / kStages) & 1u;
+          sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
+          char* stage = smem + s * ws::kStageBytes;
+          const unsigned full = full0 + 8 * s;
+          if (tid == 0) {
+            sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
+            sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
+          }
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int r = (tid >> 3) + 16 * j;
+            const long long off = s_row[buf][r];
+            if (off < 0) continue;
+            const char* src = a_bytes + off + kt * ws::kRowBytes;
+            if (a_async)
+              wk::gemm::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(r, tid & 7)), src, true);
+            else
+              wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(r, tid & 7), src, true);
+          }
+          if (a_async) {
+            sm90::cp_async_arrive_noinc(full);
+          } else {
+            sm90::fence_proxy_async();
+            sm90::mbar_arrive(full);
+          }
+        }
+        continue;
+      }
       // Every producer thread stages tile row tid: cp.async (16-byte aligned A) or loads and
       // stores through registers, then one arrival on full[s] once its copies have landed.
       const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
