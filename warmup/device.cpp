@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <utility>
 
 #include "warmup/arch.h"
 #include "warmup/error.h"
@@ -47,6 +48,14 @@ struct Device::Api {
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*stream_begin_capture)(CUstream, CUstreamCaptureMode) = nullptr;
+  CUresult (*stream_end_capture)(CUstream, CUgraph*) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*graph_instantiate)(CUgraphExec*, CUgraph, unsigned long long) = nullptr;
+  CUresult (*graph_launch)(CUgraphExec, CUstream) = nullptr;
+  CUresult (*graph_exec_destroy)(CUgraphExec) = nullptr;
+  CUresult (*graph_destroy)(CUgraph) = nullptr;
+  CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, std::size_t*) = nullptr;
   CUresult (*tensor_map_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                       const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                       CUtensorMapSwizzle, CUtensorMapL2promotion,
@@ -88,6 +97,14 @@ void resolve_all(void* lib, auto& a) {
   a.launch_kernel_ex = reinterpret_cast<decltype(a.launch_kernel_ex)>(::dlsym(lib, "cuLaunchKernelEx"));
   a.tensor_map_encode_tiled =
       reinterpret_cast<decltype(a.tensor_map_encode_tiled)>(::dlsym(lib, "cuTensorMapEncodeTiled"));
+  resolve(lib, &a.stream_begin_capture, {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"});
+  resolve(lib, &a.stream_end_capture, {"cuStreamEndCapture"});
+  resolve(lib, &a.stream_is_capturing, {"cuStreamIsCapturing"});
+  resolve(lib, &a.graph_instantiate, {"cuGraphInstantiateWithFlags"});
+  resolve(lib, &a.graph_launch, {"cuGraphLaunch"});
+  resolve(lib, &a.graph_exec_destroy, {"cuGraphExecDestroy"});
+  resolve(lib, &a.graph_destroy, {"cuGraphDestroy"});
+  resolve(lib, &a.graph_get_nodes, {"cuGraphGetNodes"});
   resolve(lib, &a.mem_alloc, {"cuMemAlloc_v2"});
   resolve(lib, &a.mem_free, {"cuMemFree_v2"});
   resolve(lib, &a.memcpy_htod, {"cuMemcpyHtoD_v2"});
@@ -345,6 +362,12 @@ void* Device::function(const CompiledKernel& k) {
   {
     std::lock_guard load_lock(m->mu);
     if (m->module == nullptr) {
+      if (CaptureScope::open()) {
+        CaptureScope::count_refused_module_load();
+        throw DeviceError(str_cat("cuModuleLoadData for kernel '", k.key.kernel, "' (", k.key.signature_text(),
+                                  ") inside a CUDA-graph capture: load every module before capturing (warm with "
+                                  "module loads)"));
+      }
       make_current();
       check(api_->module_load_data(&m->module, k.cubin->data()),
             str_cat("cuModuleLoadData for kernel '", k.key.kernel, "' (", k.key.signature_text(), ")"));
@@ -434,8 +457,94 @@ void Device::encode_map(const TensorMapDesc& d, void* out_bytes, const std::stri
   }
 }
 
+// ---- CUDA graphs ----
+
+namespace {
+std::atomic<int> g_captures{0};
+std::atomic<std::int64_t> g_refused_allocations{0}, g_refused_module_loads{0}, g_refused_misses{0};
+}  // namespace
+
+CaptureScope::CaptureScope() { g_captures.fetch_add(1, std::memory_order_acq_rel); }
+CaptureScope::~CaptureScope() { g_captures.fetch_sub(1, std::memory_order_acq_rel); }
+bool CaptureScope::open() { return g_captures.load(std::memory_order_acquire) > 0; }
+CaptureScope::Refusals CaptureScope::refusals() {
+  return {g_refused_allocations.load(), g_refused_module_loads.load(), g_refused_misses.load()};
+}
+void CaptureScope::count_refused_allocation() { g_refused_allocations.fetch_add(1); }
+void CaptureScope::count_refused_module_load() { g_refused_module_loads.fetch_add(1); }
+void CaptureScope::count_refused_miss() { g_refused_misses.fetch_add(1); }
+
+Graph::~Graph() {
+  if (exec_ == nullptr && graph_ == nullptr) return;
+  Device& d = Device::instance();
+  if (exec_ != nullptr) d.api_->graph_exec_destroy(static_cast<CUgraphExec>(exec_));
+  if (graph_ != nullptr) d.api_->graph_destroy(static_cast<CUgraph>(graph_));
+}
+Graph::Graph(Graph&& o) noexcept
+    : exec_(std::exchange(o.exec_, nullptr)), graph_(std::exchange(o.graph_, nullptr)), nodes_(o.nodes_) {}
+Graph& Graph::operator=(Graph&& o) noexcept {
+  if (this != &o) {
+    Graph old(std::move(*this));
+    exec_ = std::exchange(o.exec_, nullptr);
+    graph_ = std::exchange(o.graph_, nullptr);
+    nodes_ = o.nodes_;
+  }
+  return *this;
+}
+void Graph::launch(Stream stream) const {
+  if (exec_ == nullptr) throw DeviceError("Graph::launch: an empty graph (no capture made it)");
+  Device& d = Device::instance();
+  d.make_current();
+  d.check(d.api_->graph_launch(static_cast<CUgraphExec>(exec_), static_cast<CUstream>(stream)), "cuGraphLaunch");
+}
+
+bool Device::capturing(Stream stream) const {
+  if (!available_) return false;
+  make_current();
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(api_->stream_is_capturing(static_cast<CUstream>(stream), &st), "cuStreamIsCapturing");
+  return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+void Device::begin_capture(Stream stream) {
+  require();
+  if (stream == nullptr) throw DeviceError("Device::capture: the default stream cannot be captured; pass a stream");
+  make_current();
+  // Global mode: an unsafe call from any thread (a synchronous copy, an allocation) fails the
+  // capture instead of running outside it.
+  check(api_->stream_begin_capture(static_cast<CUstream>(stream), CU_STREAM_CAPTURE_MODE_GLOBAL),
+        "cuStreamBeginCapture");
+}
+
+Graph Device::end_capture(Stream stream) {
+  make_current();
+  CUgraph g = nullptr;
+  check(api_->stream_end_capture(static_cast<CUstream>(stream), &g), "cuStreamEndCapture");
+  Graph out;
+  out.graph_ = g;
+  std::size_t n = 0;
+  check(api_->graph_get_nodes(g, nullptr, &n), "cuGraphGetNodes");
+  out.nodes_ = n;
+  CUgraphExec exec = nullptr;
+  check(api_->graph_instantiate(&exec, g, 0), "cuGraphInstantiateWithFlags");
+  out.exec_ = exec;
+  return out;
+}
+
+void Device::abort_capture(Stream stream) noexcept {
+  CUgraph g = nullptr;
+  if (api_->stream_end_capture(static_cast<CUstream>(stream), &g) == CUDA_SUCCESS && g != nullptr)
+    api_->graph_destroy(g);
+}
+
 DeviceBuffer Device::alloc(std::size_t bytes) {
   require();
+  if (CaptureScope::open()) {
+    CaptureScope::count_refused_allocation();
+    throw DeviceError(str_cat("cuMemAlloc of ", bytes,
+                              " bytes inside a CUDA-graph capture: allocate before capturing (a capture records no "
+                              "allocation, and its replay would reuse one address)"));
+  }
   make_current();
   CUdeviceptr p = 0;
   check(api_->mem_alloc(&p, std::max<std::size_t>(bytes, 1)), str_cat("cuMemAlloc of ", bytes, " bytes"));

@@ -46,6 +46,49 @@ int device_ordinal();
 // bound). Cached after the first call that finds a device.
 unsigned device_multiprocessors(unsigned fallback);
 
+// A CUDA-graph capture in progress somewhere in this process. While one is open, nothing that a
+// capture cannot record may happen: no NVRTC compile, no module load, no device allocation (each
+// would fail the capture or make its replay wrong on a real engine). The runtime refuses every
+// L1 miss while one is open (JitRuntime: CaptureMissError, naming the key and its nearest warmed
+// key), and Device refuses allocations and module loads; both count what they refused. Device::capture
+// opens one; a test opens one without a GPU to show the same refusals.
+class CaptureScope {
+ public:
+  CaptureScope();
+  ~CaptureScope();
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+  static bool open();  // one atomic load
+  // Refusals since start-up: allocations, module loads and runtime-cache misses inside a capture.
+  struct Refusals {
+    std::int64_t allocations = 0, module_loads = 0, misses = 0;
+  };
+  static Refusals refusals();
+  static void count_refused_allocation();
+  static void count_refused_module_load();
+  static void count_refused_miss();
+};
+
+// An instantiated CUDA graph (CUgraphExec), replayed with launch().
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(Graph&& o) noexcept;
+  Graph& operator=(Graph&& o) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  explicit operator bool() const { return exec_ != nullptr; }
+  std::size_t nodes() const { return nodes_; }  // kernel and memory nodes the capture recorded
+  void launch(Stream stream) const;
+
+ private:
+  friend class Device;
+  void* exec_ = nullptr;
+  void* graph_ = nullptr;
+  std::size_t nodes_ = 0;
+};
+
 class Device {
  public:
   // The process-wide device (ordinal $WARMKEY_DEVICE or 0). Never throws: a missing driver or
@@ -91,11 +134,32 @@ class Device {
     return elapsed_ms(start, stop);
   }
   void free(std::uint64_t ptr);
+  // Records fn's work on `stream` (not the default stream: CUDA cannot capture it) into a graph
+  // and instantiates it; nothing runs until Graph::launch. A CaptureScope is open meanwhile. When fn
+  // throws, the capture is ended and discarded and the stream is usable again; the error goes on.
+  template <class Fn>
+  Graph capture(Stream stream, Fn&& fn) {
+    begin_capture(stream);
+    try {
+      CaptureScope scope;
+      fn();
+    } catch (...) {
+      abort_capture(stream);
+      throw;
+    }
+    return end_capture(stream);
+  }
+  // Whether `stream` is being captured (the driver's view).
+  bool capturing(Stream stream) const;
   // Modules loaded so far: one per distinct cubin (keys compiled in one program share one).
   std::int64_t modules_loaded() const { return modules_loaded_.load(); }
 
  private:
   Device();
+  friend class Graph;
+  void begin_capture(Stream stream);
+  Graph end_capture(Stream stream);
+  void abort_capture(Stream stream) noexcept;
   void* record_event(Stream stream);
   float elapsed_ms(void* start, void* stop);  // destroys both events
   void check(int result, const char* what) const;

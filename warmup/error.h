@@ -37,6 +37,13 @@ class RuntimeCompileError : public Error {
   using Error::Error;
 };
 
+// A runtime-cache miss inside a CUDA-graph capture (CaptureScope): refused in every monitor mode,
+// before any disk read, compile or module load; the message names the key and its nearest warmed key.
+class CaptureMissError : public RuntimeCompileError {
+ public:
+  using RuntimeCompileError::RuntimeCompileError;
+};
+
 // The CUDA driver is missing or a driver call failed.
 class DeviceError : public Error {
  public:

@@ -130,6 +130,20 @@ void Monitor::note_runtime_load(const JitKey& key, std::string_view source, cons
   if (m == MonitorMode::warn) std::fprintf(stderr, "warmkey: note: %s\n", report.c_str());
 }
 
+std::string Monitor::refuse_in_capture(const JitKey& key) {
+  std::string report = str_cat("refused inside a CUDA-graph capture (nothing compiled, loaded or read: a capture "
+                               "cannot record it) the ",
+                               miss_report(key));
+  std::lock_guard lock(mu_);
+  capture_refusals_.push_back(report);
+  return report;
+}
+
+std::vector<std::string> Monitor::capture_refusals() const {
+  std::lock_guard lock(mu_);
+  return capture_refusals_;
+}
+
 std::vector<std::string> Monitor::runtime_loads() const {
   std::lock_guard lock(mu_);
   return runtime_loads_;

@@ -65,6 +65,11 @@ class Monitor {
   void note_runtime_load(const JitKey& key, std::string_view source, const std::string& where);
   std::vector<std::string> runtime_loads() const;
 
+  // A lookup that missed the L1 inside a CUDA-graph capture: recorded (every mode, active or not)
+  // and returned as the refusal's message; nothing is read, compiled or loaded.
+  std::string refuse_in_capture(const JitKey& key);
+  std::vector<std::string> capture_refusals() const;
+
  private:
   // Counters are striped over cache lines by thread, so concurrent launches do not all write
   // one line; counters() sums the stripes (relaxed: they count, they order nothing).
@@ -85,6 +90,7 @@ class Monitor {
   std::vector<std::string> warnings_;
   std::set<std::string> loaded_;
   std::vector<std::string> runtime_loads_;
+  std::vector<std::string> capture_refusals_;
 };
 
 }  // namespace warmkey

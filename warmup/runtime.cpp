@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "warmup/arch.h"
+#include "warmup/device.h"
 #include "warmup/error.h"
 #include "warmup/schedule.h"
 #include "warmup/source_set.h"
@@ -407,6 +408,10 @@ JitRuntime::Slot& JitRuntime::resolve_slow(const BoundKey& bound, Phase phase) {
   }
   std::shared_ptr<const CompiledKernel> k;
   try {
+    if (CaptureScope::open()) {  // nothing a capture cannot record: no disk read, compile or load
+      CaptureScope::count_refused_miss();
+      throw CaptureMissError(monitor_.refuse_in_capture(jit_key(bound)));
+    }
     k = resolve_miss(bound, jit_key(bound), phase);
   } catch (...) {
     fail(*slot, std::current_exception());
