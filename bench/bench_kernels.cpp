@@ -4,10 +4,15 @@
 // only, no reference). Launches rotate over input sets (no L2 reuse) and are timed with CUDA events;
 // each reports effective GB/s from the kernel's bytes model, FLOP/s from its FLOP model, and the
 // ratio to the measured device-to-device copy bandwidth (the roofline of these memory-bound
-// kernels). Benchmark names: <kernel>/T:<tokens>.
+// kernels) and to the device's HBM peak. A bytes model counts what the launch must move, each byte
+// once (a lower bound of its traffic: the experts it routes to, the rows it copies), never a
+// buffer's capacity; the roofline guard (warmup/roofline.h) ends the program when a GB/s figure
+// passes the HBM peak or a FLOP/s figure the tensor-core peak. Benchmark names: <kernel>/T:<tokens>.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +36,56 @@ double all_tensors(const NumericCase& c) {
 
 double no_flops(const NumericCase&) { return 0; }
 
+// The grouped GEMMs (fused_moe, nvfp4_moe): expert e's rows of an [E, ...] tensor (b, b_scale,
+// b_global_scale, bias) are read only when a block (sorted layout) or an entry (naive) carries e;
+// -1 (another rank's expert, the padding past num_tokens_post_padded) reads none.
+std::vector<bool> routed_experts(const NumericCase& c) {
+  const std::int64_t e = c.input("b").shape.at(0);
+  const HostTensor& eid = c.input("expert_ids");
+  std::vector<bool> used(static_cast<std::size_t>(e), false);
+  for (std::int64_t i = 0; i < eid.numel(); ++i) {
+    const std::int64_t x = eid.get_int(i);
+    if (x >= 0 && x < e) used[static_cast<std::size_t>(x)] = true;
+  }
+  return used;
+}
+
+double grouped_gemm_bytes(const NumericCase& c) {
+  const std::vector<bool> used = routed_experts(c);
+  const double share =
+      static_cast<double>(std::count(used.begin(), used.end(), true)) / static_cast<double>(used.size());
+  double b = 0;
+  for (const HostTensor& t : c.inputs) {
+    const bool per_expert = t.name == "b" || t.name == "b_scale" || t.name == "b_global_scale" || t.name == "bias";
+    b += per_expert ? tensor_bytes(t) * share : tensor_bytes(t);
+  }
+  for (const HostTensor& t : c.expected) b += tensor_bytes(t);
+  return b;
+}
+
+// 2 N K per entry whose expert has weights (naive: the entry's id; sorted: its block's expert).
+double grouped_gemm_flops(const NumericCase& c) {
+  const HostTensor& out = c.expected.front();
+  const std::int64_t rows = out.shape.at(0), e = c.input("b").shape.at(0);
+  const HostTensor& eid = c.input("expert_ids");
+  std::int64_t entries = 0;
+  if (const HostTensor* sorted = c.find_input("sorted_token_ids")) {
+    const std::int64_t bm = c.scalars.at("layout_block_m");
+    for (std::int64_t i = 0; i < sorted->numel(); ++i) {
+      const std::int64_t x = i / bm < eid.numel() ? eid.get_int(i / bm) : -1;
+      if (x >= 0 && x < e && sorted->get_int(i) < rows) ++entries;
+    }
+  } else {
+    for (std::int64_t i = 0; i < eid.numel(); ++i) entries += eid.get_int(i) >= 0 && eid.get_int(i) < e;
+  }
+  const double n = static_cast<double>(out.shape.at(1)), k = static_cast<double>(c.input("a").shape.at(1));
+  return 2.0 * static_cast<double>(entries) * n * k;
+}
+
+// The tensor-core dtype a FLOP figure is guarded with: the GEMM operand's; bf16 for the kernels
+// whose arithmetic is not a GEMM (their FLOP/s can only be lower than the tensor cores').
+DType gemm_operand(const NumericCase& c) { return c.find_input("b") ? c.input("a").dtype : DType::bf16; }
+
 // What one row of the size table measures.
 struct BenchKernel {
   const char* kernel;
@@ -47,7 +102,18 @@ const std::vector<BenchKernel>& size_table() {
       {"dsv4_topk",
        "dsv4-flash",
        {1, 64, 1024, 8192, 65536},
-       all_tensors,
+       [](const NumericCase& c) {  // every tensor, but of tid2eid only the rows of the batch's token ids
+         double b = all_tensors(c);
+         if (const HostTensor* table = c.find_input("tid2eid")) {
+           const HostTensor& ids = c.input("input_ids");
+           std::set<std::int64_t> rows;
+           for (std::int64_t i = 0; i < ids.numel(); ++i)
+             if (ids.get_int(i) >= 0 && ids.get_int(i) < table->shape.at(0)) rows.insert(ids.get_int(i));
+           b += static_cast<double>(rows.size()) * tensor_bytes(*table) / static_cast<double>(table->shape.at(0)) -
+                tensor_bytes(*table);
+         }
+         return b;
+       },
        [](const NumericCase& c) {  // sigmoid and bias per logit, and a K-step selection over E
          const HostTensor& l = c.input("logits");
          return static_cast<double>(l.numel()) * 4.0;
@@ -55,29 +121,31 @@ const std::vector<BenchKernel>& size_table() {
       {"eplb_map",
        "dsv4-flash-ep8-eplb",
        {1, 64, 8192, 65536},
-       [](const NumericCase& c) {  // ids read and written in place, the counts, 2 map slots per expert, load
+       [](const NumericCase& c) {  // ids in, physical ids out; per distinct logical id its count and one
+                                   // map slot, per distinct physical id its load counter (read, written)
          const HostTensor& ids = c.input("ids");
-         const HostTensor& counts = c.input("replica_count");
-         return 2 * tensor_bytes(ids) + tensor_bytes(counts) + 2.0 * 8 * counts.numel() + tensor_bytes(c.input("load"));
+         const HostTensor& out = c.expected_output("out");
+         std::set<std::int64_t> logical, physical;
+         for (std::int64_t i = 0; i < ids.numel(); ++i)
+           if (ids.get_int(i) >= 0) logical.insert(ids.get_int(i));
+         for (std::int64_t i = 0; i < out.numel(); ++i)
+           if (out.get_int(i) >= 0) physical.insert(out.get_int(i));
+         const HostTensor* record = c.find_input("record");
+         const double load = record && record->get_int(0) != 0 ? 2.0 * 4 * static_cast<double>(physical.size()) : 0;
+         return tensor_bytes(ids) + tensor_bytes(out) + 16.0 * static_cast<double>(logical.size()) + load;
        }},
       {"count_expert_tokens", "dsv4-flash", {1, 64, 8192, 65536}},
       {"moe_align", "dsv4-flash", {1, 64, 1024, 8192, 65536}},
       {"fused_moe",  // W13 of the batch (the first replayed launch); the oracle shrinks big weights
        "dsv4-flash",
        {1, 64, 2048, 8192},
-       all_tensors,
-       [](const NumericCase& c) {  // 2 N K per entry
-         const HostTensor& out = c.expected.front();
-         return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(c.input("a").shape.at(1));
-       }},
+       grouped_gemm_bytes,
+       grouped_gemm_flops},
       {"nvfp4_moe",  // W13 of the batch, as fused_moe
        "dsv4-flash-nvfp4",
        {1, 64, 2048, 8192},
-       all_tensors,
-       [](const NumericCase& c) {  // 2 N K per entry
-         const HostTensor& out = c.expected.front();
-         return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(c.input("a").shape.at(1));
-       }},
+       grouped_gemm_bytes,
+       grouped_gemm_flops},
       {"moe_mul_sum",
        "dsv4-flash",
        {1, 64, 8192, 65536},
@@ -91,11 +159,42 @@ const std::vector<BenchKernel>& size_table() {
       {"ep_scatter",
        "dsv4-flash-ep2-eplb",
        {1, 64, 2048},
-       [](const NumericCase& c) {  // each received row read and written once per slot (at most K)
+       [](const NumericCase& c) {  // a received row (and its scales) read once if it has a local slot and
+                                   // written once per local slot; the ids, counts, the layout written
          const HostTensor& x = c.input("recv_x");
-         return 2.0 * tensor_bytes(x) * static_cast<double>(c.input("recv_topk").shape.at(1));
+         const HostTensor& scale = c.input("recv_x_scale");
+         const HostTensor& topk = c.input("recv_topk");
+         const std::int64_t first = c.scalars.at("first_expert"), e = c.input("num_recv_tokens_per_expert").numel();
+         const std::int64_t n = topk.shape.at(0), k = topk.shape.at(1);
+         double rows_read = 0, slots = 0;
+         for (std::int64_t r = 0; r < n; ++r) {
+           std::int64_t local = 0;
+           for (std::int64_t j = 0; j < k; ++j)
+             local += topk.get_int(r * k + j) - first >= 0 && topk.get_int(r * k + j) - first < e;
+           rows_read += local > 0;
+           slots += static_cast<double>(local);
+         }
+         const double row = (tensor_bytes(x) + tensor_bytes(scale)) / static_cast<double>(std::max<std::int64_t>(n, 1));
+         return (rows_read + slots) * row + tensor_bytes(topk) + tensor_bytes(c.input("num_recv_tokens_per_expert")) +
+                2 * tensor_bytes(c.input("expert_counter")) + tensor_bytes(c.expected_output("expert_start")) +
+                tensor_bytes(c.expected_output("m_indices")) + tensor_bytes(c.expected_output("output_index"));
        }},
-      {"ep_gather", "dsv4-flash-ep2-eplb", {1, 64, 2048}},
+      {"ep_gather",
+       "dsv4-flash-ep2-eplb",
+       {1, 64, 2048},
+       [](const NumericCase& c) {  // the input rows a valid slot reads (each once), the slots, the output
+         const HostTensor& in = c.input("input");
+         const HostTensor& ids = c.input("recv_topk_ids");
+         const HostTensor& index = c.input("input_index");
+         const std::int64_t m = in.shape.at(0);
+         std::set<std::int64_t> rows;
+         for (std::int64_t s = 0; s < index.numel(); ++s)
+           if (ids.get_int(s) >= 0 && index.get_int(s) >= 0 && index.get_int(s) < m) rows.insert(index.get_int(s));
+         return static_cast<double>(rows.size()) * tensor_bytes(in) /
+                    static_cast<double>(std::max<std::int64_t>(m, 1)) +
+                tensor_bytes(ids) + tensor_bytes(index) + tensor_bytes(c.input("recv_topk_weight")) +
+                tensor_bytes(c.expected_output("output"));
+       }},
   };
   return rows;
 }
@@ -138,9 +237,14 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
   }
   for (const equivalence::PreparedLaunch& p : prepared) launches.push_back({p.bound, p.spec});
   const double bytes = sizes.bytes(c), flops = sizes.flops(c);
-  time_launches(state, launches, bytes, copy_bandwidth_gbs());
-  if (flops > 0) state.counters["GFLOP/s"] = state.counters["GB/s"] / bytes * flops;
-  state.counters["tokens/s"] = state.counters["GB/s"] * 1e9 / bytes * static_cast<double>(tokens);
+  const std::string figure = str_cat(row->name, "/T:", tokens, " (", c.label, ")");
+  const double seconds = time_launches(state, launches, bytes, copy_bandwidth_gbs(), figure);
+  if (flops > 0) {
+    const double of_peak = roofline_guard(figure + " GFLOP/s", RooflineModel::flops, flops, seconds, gemm_operand(c));
+    state.counters["GFLOP/s"] = flops / seconds / 1e9;
+    if (of_peak > 0) state.counters["flops_of_peak"] = of_peak;
+  }
+  state.counters["tokens/s"] = static_cast<double>(tokens) / seconds;
   state.SetLabel(c.label);
 }
 

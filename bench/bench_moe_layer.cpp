@@ -12,12 +12,17 @@
 //   BM_layer_warmkey_nvfp4  the nvfp4 backend's layer (dsv4-flash-nvfp4: nvfp4_moe for the routed
 //                     GEMMs, packed e2m1 weights with e4m3 block and fp32 global scales), run the
 //                     same way; its roofline counts the packed weight bytes (layer_cost)
-// All report ms per layer, tokens/s and the roofline figure of layer_cost (weight GB/s at decode,
-// TFLOP/s at prefill). The warmkey figure is the sum of the steps' CUDA-event times; the cuBLAS
-// figure is the wall time of a synchronised layer (it includes the host's sort and the copies it
-// needs). Random inputs; the numbers are compared in PERFORMANCE.md, never asserted.
+// All report ms per layer, tokens/s and the roofline figure of layer_cost over the experts the
+// batch really routes to (run_layer reads its routed ids back; the cuBLAS layer has them on the
+// host): GB/s at decode, TFLOP/s at prefill, each with its ratio to the device's peak (of_peak).
+// Both figures of every row pass the roofline guard (warmup/roofline.h): one above its peak ends
+// the program with status 1 and the guard's message, never as a result. The warmkey figure is the sum of the steps'
+// CUDA-event times; the cuBLAS figure is the wall time of a synchronised layer (it includes the host's sort and the
+// copies it needs). Random inputs; the numbers are compared in PERFORMANCE.md, never asserted.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 
@@ -34,16 +39,21 @@ namespace {
 
 const std::vector<std::int64_t> kTokens = {1, 8, 64, 256, 2048, 8192};
 
-void report(benchmark::State& state, std::int64_t t, double ms, const std::string& config = "dsv4-flash",
-            layer::LayerBackend backend = layer::LayerBackend::bf16) {
-  const ModelConfig c = load_config(config);
-  const layer::LayerCost cost = layer::layer_cost(c, backend, t);
+// The counters of one layer row; bandwidth and FLOP/s both pass the roofline guard first. The FLOP
+// peak is the routed GEMMs' dtype's (bf16 on both the bf16 and the nvfp4 backend).
+void report(benchmark::State& state, const std::string& what, std::int64_t t, double ms, const layer::LayerCost& cost) {
+  const double s = ms * 1e-3;
+  const double bw = roofline_guard(what + " GB/s", RooflineModel::bytes, cost.bytes(), s);
+  const double fl = roofline_guard(what + " TFLOP/s", RooflineModel::flops, cost.flops, s, DType::bf16);
   state.counters["ms"] = ms;
-  state.counters["tokens_per_s"] = ms > 0 ? static_cast<double>(t) / (ms * 1e-3) : 0;
+  state.counters["tokens_per_s"] = static_cast<double>(t) / s;
+  state.counters["routed_experts"] = static_cast<double>(cost.routed_experts);
   if (t <= 256) {
-    state.counters["weight_GB/s"] = ms > 0 ? cost.weight_bytes / (ms * 1e-3) / 1e9 : 0;
+    state.counters["GB/s"] = cost.bytes() / s / 1e9;
+    if (bw > 0) state.counters["of_peak"] = bw;
   } else {
-    state.counters["TFLOP/s"] = ms > 0 ? cost.flops / (ms * 1e-3) / 1e12 : 0;
+    state.counters["TFLOP/s"] = cost.flops / s / 1e12;
+    if (fl > 0) state.counters["of_peak"] = fl;
   }
 }
 
@@ -67,16 +77,24 @@ void run_warmkey(benchmark::State& state, const std::string& config, layer::Laye
   if (!device_or_skip(state)) return;
   const layer::LayerRunReport& r = layer_report(config, backend);
   const std::int64_t t = state.range(0);
+  for (const layer::LayerRunRow& x : r.rows) {  // run_layer's guard failed a row: the program fails
+    if (!x.roofline_error.empty()) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "bench: %s\n", x.roofline_error.c_str());
+      std::exit(1);
+    }
+  }
   const auto row =
       std::find_if(r.rows.begin(), r.rows.end(), [&](const layer::LayerRunRow& x) { return x.tokens == t; });
-  if (row == r.rows.end() || !r.ok()) {
+  if (row == r.rows.end() || !r.ok() || !(row->ms > 0)) {
     state.SkipWithError(("warmkey layer failed: " + r.to_text()).c_str());
     for (auto _ : state) {
     }
     return;
   }
   for (auto _ : state) state.SetIterationTime(row->ms * 1e-3);
-  report(state, t, row->ms, config, backend);
+  report(state, str_cat("BM_layer_warmkey ", config, " ", layer::backend_name(backend), " T=", t), t, row->ms,
+         row->cost);
   for (const layer::LayerStepTime& s : row->steps) state.counters["share_" + s.name] = s.ms / std::max(row->ms, 1e-12);
 }
 
@@ -238,7 +256,13 @@ void BM_layer_cublas(benchmark::State& state) {
     state.SetIterationTime(s);
     total += s;
   }
-  report(state, t, total / static_cast<double>(state.iterations()) * 1e3);
+  // The experts the last layer routed to (its host-side counts; every layer routes the same logits).
+  const layer::RoutedExperts routed{std::count_if(counts.begin(), counts.end(), [](std::int64_t n) { return n > 0; }),
+                                    nv};
+  const layer::LayerBatch batch{t, t <= 256, false, 0, DType::i32};
+  report(state, str_cat("BM_layer_cublas dsv4-flash bf16 T=", t), t,
+         total / static_cast<double>(state.iterations()) * 1e3,
+         layer::layer_cost(c, layer::LayerBackend::bf16, batch, routed));
 }
 
 void token_args(benchmark::internal::Benchmark* b) {

@@ -1,11 +1,13 @@
 // Shared benchmark helpers (header-only: each bench/*.cpp is its own program): the GPU runtime,
-// rotating input sets that defeat L2, CUDA-event timing, and the device-to-device copy roofline.
+// rotating input sets that defeat L2, CUDA-event timing, the device-to-device copy roofline, and
+// the roofline guard (a figure above the device's datasheet peak ends the program).
 #pragma once
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -14,7 +16,9 @@
 
 #include "warmup/binder.h"
 #include "warmup/device.h"
+#include "warmup/error.h"
 #include "warmup/host_dtype.h"
+#include "warmup/roofline.h"
 #include "warmup/runtime.h"
 #include "warmup/source_set.h"
 
@@ -112,6 +116,31 @@ inline void fill_random(void* dst, DType dtype, std::int64_t count, std::uint64_
   }
 }
 
+// The roofline guard of one figure (warmup/roofline.h: the one peak table, the device name checked):
+// `amount` bytes (RooflineModel::bytes, against HBM) or FLOPs (RooflineModel::flops, against the
+// dense tensor-core peak of `dtype`) per run over `seconds` per run. Returns achieved / peak, or 0
+// on a device the table lacks (the note goes to stderr once). A ratio above 1.0 prints the guard's
+// message (the figure, the model's amount, the measured time, the peak) to stderr and exits the
+// program with status 1: call it before the figure's counters are set, so it is never reported.
+inline double roofline_guard(const std::string& figure, RooflineModel model, double amount, double seconds,
+                             DType dtype = DType::bf16) {
+  try {
+    const RooflineCheck c = check_roofline(Device::instance().name(), {figure, model, amount, seconds, dtype});
+    if (!c.checked) {
+      static const bool noted = [&] {
+        std::fprintf(stderr, "bench: %s\n", c.note.c_str());
+        return true;
+      }();
+      (void)noted;
+    }
+    return c.ratio;
+  } catch (const Error& e) {  // RooflineError, or a time the guard cannot divide by
+    std::fflush(stdout);
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    std::exit(1);
+  }
+}
+
 // One bound launch, prepared outside the timed region (validation, launch_spec and binding are
 // host work the timing must not include). The LaunchSpec points into args: keep both alive.
 struct PreparedLaunch {
@@ -120,10 +149,12 @@ struct PreparedLaunch {
 };
 
 // Times batches of kLaunchesPerBatch launches (rotating through `launches`) with CUDA events and
-// reports per launch: manual time, effective GB/s (bytes read once + written once / time), and
-// the ratio to the device-to-device copy bandwidth `copy_gbs`.
-inline void time_launches(benchmark::State& state, const std::vector<PreparedLaunch>& launches, double bytes,
-                          double copy_gbs) {
+// reports per launch: manual time, effective GB/s (bytes read once + written once / time), the
+// ratio to the device-to-device copy bandwidth `copy_gbs` and to the device's HBM peak (of_peak,
+// through roofline_guard: above 1.0 the program exits naming `figure`). Returns the mean seconds
+// per launch.
+inline double time_launches(benchmark::State& state, const std::vector<PreparedLaunch>& launches, double bytes,
+                            double copy_gbs, const std::string& figure) {
   Device& dev = Device::instance();
   JitRuntime& rt = runtime();
   for (const PreparedLaunch& l : launches) rt.launch(l.bound, l.spec, nullptr);  // compile and load
@@ -139,10 +170,14 @@ inline void time_launches(benchmark::State& state, const std::vector<PreparedLau
     state.SetIterationTime(per_launch);
     seconds += per_launch;
   }
-  const double gbs = bytes * static_cast<double>(state.iterations()) / seconds / 1e9;
+  const double mean = seconds / static_cast<double>(state.iterations());
+  const double of_peak = roofline_guard(figure + " GB/s", RooflineModel::bytes, bytes, mean);
+  const double gbs = bytes / mean / 1e9;
   state.counters["GB/s"] = gbs;
   state.counters["of_copy"] = copy_gbs > 0 ? gbs / copy_gbs : 0;
+  if (of_peak > 0) state.counters["of_peak"] = of_peak;
   state.counters["sets"] = static_cast<double>(launches.size());
+  return mean;
 }
 
 // A grid-stride copy of 16-byte vectors: the roofline every memory-bound kernel is compared with.

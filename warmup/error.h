@@ -56,6 +56,12 @@ class MetaTensorError : public Error {
   using Error::Error;
 };
 
+// A measured figure above the device's peak (warmup/roofline.h): the model or the timing is wrong.
+class RooflineError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 inline void append_all(std::ostringstream&) {}
 template <class T, class... Rest>

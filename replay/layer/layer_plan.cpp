@@ -2,7 +2,6 @@
 #include "replay/layer/layer_plan.h"
 
 #include <algorithm>
-#include <cmath>
 #include <mutex>
 #include <sstream>
 #include <unordered_set>
@@ -556,20 +555,56 @@ std::vector<std::string> unwarmed_steps(const LayerPlan& plan) {
   return problems;
 }
 
-LayerCost layer_cost(const ModelConfig& c, LayerBackend backend, std::int64_t num_tokens) {
-  const double t = static_cast<double>(num_tokens), k = static_cast<double>(c.num_experts_per_tok);
+RoutedExperts count_routed_experts(std::span<const std::int64_t> ids, std::int64_t num_experts) {
+  std::vector<bool> seen(static_cast<std::size_t>(std::max<std::int64_t>(num_experts, 0)), false);
+  RoutedExperts r;
+  for (std::int64_t id : ids) {
+    if (id < 0 || id >= num_experts) continue;
+    ++r.entries;
+    if (!seen[static_cast<std::size_t>(id)]) {
+      seen[static_cast<std::size_t>(id)] = true;
+      ++r.experts;
+    }
+  }
+  return r;
+}
+
+LayerCost layer_cost(const ModelConfig& c, LayerBackend backend, const LayerBatch& batch, const RoutedExperts& routed) {
+  // The plan's own buffers, so the model follows their dtypes and shapes (scales included).
+  const std::vector<LayerBuffer> buffers = layer_buffers(c, backend, batch);
+  auto bytes_of = [&](std::string_view name) -> double {
+    for (const LayerBuffer& b : buffers)
+      if (b.name == name) return static_cast<double>(b.bytes());
+    return 0;
+  };
+  const double t = static_cast<double>(batch.num_tokens), k = static_cast<double>(c.num_experts_per_tok);
   const double h = static_cast<double>(c.hidden_size), i = static_cast<double>(c.moe_intermediate_size);
-  const double e = static_cast<double>(c.n_routed_experts), is = static_cast<double>(shared_inter(c));
-  const double act_bytes = static_cast<double>(dtype_size(c.act_dtype));
-  // Bytes of one routed expert's three matrices (3 H I elements) with their scales.
-  double expert_bytes = 3 * h * i * act_bytes;
-  if (backend == LayerBackend::fp8) expert_bytes = 3 * h * i + 3 * (h / 128) * (i / 128) * 4;
-  if (backend == LayerBackend::nvfp4) expert_bytes = 3 * h * i / 2 + 3 * h * i / 16 + 2 * 4;
-  // Distinct experts a batch touches, expected under uniform routing: E (1 - (1 - K/E)^T).
-  const double touched = e * (1 - std::pow(1 - k / e, t));
+  const double is = static_cast<double>(shared_inter(c)), e_local = static_cast<double>(c.num_local_experts());
+  if (routed.experts < 0 || routed.experts > c.num_local_experts() || routed.entries < 0 ||
+      routed.entries > batch.num_tokens * c.num_experts_per_tok)
+    throw Error(str_cat("layer_cost: ", routed.experts, " routed experts and ", routed.entries, " entries for ",
+                        batch.to_string(), " over ", c.num_local_experts(), " experts"));
   LayerCost cost;
-  cost.weight_bytes = touched * expert_bytes + 3 * h * is * act_bytes;
-  cost.flops = 2 * t * (k * 3 * h * i + 3 * h * is);
+  cost.routed_experts = routed.experts;
+  cost.routed_entries = routed.entries;
+  // Every per-expert buffer is [E_local, ...]: one expert's share is its bytes / E_local.
+  double per_expert = 0;
+  for (std::string_view w : {"w13", "w2", "w13_scale", "w2_scale", "w13_global_scale", "w2_global_scale"})
+    per_expert += bytes_of(w) / e_local;
+  cost.expert_weight_bytes = static_cast<double>(routed.experts) * per_expert;
+  cost.shared_weight_bytes = bytes_of("shared_w13") + bytes_of("shared_w2");
+  // hidden is read on the device by the shared expert's GEMM and compute_identity, and by W13
+  // unless the fp8 backend quantises it first (on the host: W13 reads hidden_q and its scales).
+  const bool fp8 = backend == LayerBackend::fp8;
+  const bool hidden_read = !fp8 || is > 0 || c.n_identity_experts > 0;
+  cost.activation_bytes =
+      (hidden_read ? bytes_of("hidden") : 0) + bytes_of("hidden_q") + bytes_of("hidden_scale") + bytes_of("out");
+  const double id_bytes = static_cast<double>(dtype_size(batch.ids_dtype));
+  cost.routing_bytes = bytes_of("router_logits") + bytes_of("router_bias") + bytes_of("router_bias_vl") +
+                       (batch.hash_layer || batch.image_tokens > 0 ? bytes_of("input_ids") : 0) +
+                       (batch.hash_layer ? (t - static_cast<double>(batch.image_tokens)) * k * 4 : 0) +
+                       t * k * (4 + id_bytes);
+  cost.flops = 2 * (static_cast<double>(routed.entries) * 3 * h * i + t * 3 * h * is);
   return cost;
 }
 

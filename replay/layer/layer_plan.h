@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -224,13 +225,35 @@ decltype(auto) visit_contract(const LayerArgs& args, Fn&& fn) {
 // are computed once per (config name, kernel) and cached.
 std::vector<std::string> unwarmed_steps(const LayerPlan& plan);
 
-// Weight bytes one layer reads at T tokens (the experts the batch touches at most min(E, T*K),
-// the shared expert, the router's tables) and the FLOPs of its GEMMs (2 per multiply-add): the
-// roofline the runner reports against.
-struct LayerCost {
-  double weight_bytes = 0;
-  double flops = 0;
+// The experts a batch really routes to: the distinct ids in [0, num_experts) among the routed ids
+// (the T*K ids the grouped GEMMs read: physical ids after EPLB), and the entries that carry one.
+// An id outside the range (-1, a zero-compute expert's id) has no weights and no GEMM.
+struct RoutedExperts {
+  std::int64_t experts = 0;  // distinct experts with >= 1 entry
+  std::int64_t entries = 0;  // (token, slot) entries routed to one of them
 };
-LayerCost layer_cost(const ModelConfig& config, LayerBackend backend, std::int64_t num_tokens);
+RoutedExperts count_routed_experts(std::span<const std::int64_t> ids, std::int64_t num_experts);
+
+// The bytes and FLOPs one layer must move and compute for a batch whose routing is `routed`: the
+// roofline the runner and bench_moe_layer report against. Bytes are a lower bound of the HBM
+// traffic (each byte once): the routed experts' weights with their scales (per backend: bf16 /
+// f16 / f32 values; fp8 values and their 128x128 block scales; nvfp4 packed codes, e4m3 block
+// scales and the per-expert global scales), the shared expert's weights, the activations in
+// (hidden; fp8: the quantised hidden rows and scales the GEMM reads) and out, and the routing
+// tensors (logits, biases, the input ids and tid2eid rows a hash or VL router reads, the top-k ids
+// and weights). Intermediates (gate_up, act, expert_out, the sorted layout, EPLB tables) are left
+// out: they may stay in L2. FLOPs are 2 per multiply-add of the routed entries' three matrices
+// and the shared expert's.
+struct LayerCost {
+  std::int64_t routed_experts = 0, routed_entries = 0;
+  double expert_weight_bytes = 0;  // the routed experts' weights and scales
+  double shared_weight_bytes = 0;
+  double activation_bytes = 0;
+  double routing_bytes = 0;
+  double flops = 0;
+  double bytes() const { return expert_weight_bytes + shared_weight_bytes + activation_bytes + routing_bytes; }
+};
+LayerCost layer_cost(const ModelConfig& config, LayerBackend backend, const LayerBatch& batch,
+                     const RoutedExperts& routed);
 
 }  // namespace warmkey::layer

@@ -19,6 +19,7 @@
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 #include "warmup/orchestrator.h"
+#include "warmup/roofline.h"
 #include "warmup/runtime.h"
 
 namespace warmkey::layer {
@@ -443,6 +444,45 @@ void compare(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, co
   }
 }
 
+// The experts the batch really routed to: the T*K ids the grouped GEMMs read (physical after
+// EPLB's in-place map), read back from the device after the timed runs (each run recomputes them
+// from the same logits, so they are the ids every timed run used).
+RoutedExperts routed_on_device(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan) {
+  const ModelConfig& c = plan.config;
+  const std::int64_t n = plan.batch.num_tokens * c.num_experts_per_tok;
+  const DType d = plan.buffer("topk_ids").dtype;
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * dtype_size(d));
+  dev.copy_to_host(bytes.data(), tensors.data("topk_ids"), bytes.size());
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = load_int(d, bytes.data(), i);
+  return count_routed_experts(ids, c.num_local_experts());
+}
+
+// The roofline figures of one timed row and their guard (warmup/roofline.h): bandwidth and FLOP/s
+// are both checked; decode rows show the bandwidth, prefill rows the FLOP/s. The FLOP peak is the
+// routed GEMMs' operand dtype's (fp8 on the fp8 backend, the model's dtype otherwise: nvfp4_moe
+// multiplies on the bf16/f16 tensor cores); the shared expert's bf16 GEMMs are counted at that peak
+// too, which can only lower the fp8 ratio.
+void roofline(const std::string& device, const LayerPlan& plan, LayerRunRow& row, std::string& note) {
+  const double seconds = row.ms * 1e-3;
+  const std::string what = str_cat("warmkey layer ", plan.config.name, " ", backend_name(plan.backend),
+                                   " T=", plan.batch.num_tokens, " (", row.cost.routed_experts, " routed experts)");
+  const DType gemm = plan.backend == LayerBackend::fp8 ? DType::f8e4m3 : plan.config.act_dtype;
+  try {
+    const RooflineCheck bw =
+        check_roofline(device, {what + " bandwidth", RooflineModel::bytes, row.cost.bytes(), seconds});
+    const RooflineCheck fl =
+        check_roofline(device, {what + " FLOP/s", RooflineModel::flops, row.cost.flops, seconds, gemm});
+    const RooflineCheck& shown = row.decode ? bw : fl;
+    row.achieved = shown.achieved;
+    row.peak = shown.peak;
+    row.ratio = shown.ratio;
+    if (!shown.checked) note = shown.note;
+  } catch (const RooflineError& e) {
+    row.roofline_error = e.what();
+  }
+}
+
 }  // namespace
 
 LayerRunReport run_layer(const LayerRunOptions& o) {
@@ -528,15 +568,10 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
     }
     for (const LayerStepTime& s : row.steps) row.ms += s.ms;
     row.tokens_per_s = row.ms > 0 ? static_cast<double>(b.num_tokens) / (row.ms * 1e-3) : 0;
-    row.cost = layer_cost(c, o.backend, b.num_tokens);
-    if (b.decode) {
-      row.achieved = row.ms > 0 ? row.cost.weight_bytes / (row.ms * 1e-3) : 0;
-      row.peak = kH200Bandwidth;
-    } else {
-      row.achieved = row.ms > 0 ? row.cost.flops / (row.ms * 1e-3) : 0;
-      row.peak = o.backend == LayerBackend::fp8 ? kH200Fp8Flops : kH200Bf16Flops;
+    if (row.ms > 0) {  // timed (a runtime compile leaves the row untimed, failed)
+      row.cost = layer_cost(c, o.backend, b, routed_on_device(dev, tensors, plan));
+      roofline(report.device, plan, row, report.roofline_note);
     }
-    row.ratio = row.achieved / row.peak;
     report.rows.push_back(std::move(row));
   }
   report.runtime_compiles += rt.monitor().counters(Phase::runtime).compiles;
@@ -545,7 +580,8 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
 
 bool LayerRunReport::ok() const {
   if (runtime_compiles != 0) return false;
-  return std::all_of(rows.begin(), rows.end(), [](const LayerRunRow& r) { return r.mismatches == 0 && r.ids_match; });
+  return std::all_of(rows.begin(), rows.end(),
+                     [](const LayerRunRow& r) { return r.mismatches == 0 && r.ids_match && r.roofline_error.empty(); });
 }
 
 std::string LayerRunReport::to_text() const {
@@ -554,14 +590,20 @@ std::string LayerRunReport::to_text() const {
   os << "warmup " << warmup_keys << " keys (" << compiled << " compiled); runtime compiles " << runtime_compiles
      << "\n\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %6s %-8s %-7s %10s %12s %14s %7s %9s %8s\n", "T", "kind", "layout", "ms",
-                "tokens/s", "achieved", "ratio", "checked", "worst");
+  std::snprintf(line, sizeof line, "  %6s %-8s %-7s %7s %10s %12s %14s %7s %9s %8s\n", "T", "kind", "layout", "experts",
+                "ms", "tokens/s", "achieved", "ratio", "checked", "worst");
   os << line;
   for (const LayerRunRow& r : rows) {
-    std::snprintf(line, sizeof line, "  %6lld %-8s %-7s %10.4f %12.0f %9.1f %s %6.1f%% %9zu %8.3f\n",
-                  static_cast<long long>(r.tokens), r.decode ? "decode" : "prefill", r.naive ? "naive" : "sorted", r.ms,
-                  r.tokens_per_s, r.decode ? r.achieved / 1e9 : r.achieved / 1e12, r.decode ? "GB/s" : "TF/s",
-                  100 * r.ratio, r.checked, r.worst);
+    // A row the guard failed shows no figure (its message follows); no peak known: no ratio.
+    char achieved[32] = "-", ratio[16] = "-";
+    if (r.roofline_error.empty() && r.achieved > 0)
+      std::snprintf(achieved, sizeof achieved, "%9.1f %s", r.decode ? r.achieved / 1e9 : r.achieved / 1e12,
+                    r.decode ? "GB/s" : "TF/s");
+    if (r.roofline_error.empty() && r.peak > 0) std::snprintf(ratio, sizeof ratio, "%6.1f%%", 100 * r.ratio);
+    std::snprintf(line, sizeof line, "  %6lld %-8s %-7s %7lld %10.4f %12.0f %14s %7s %9zu %8.3f\n",
+                  static_cast<long long>(r.tokens), r.decode ? "decode" : "prefill", r.naive ? "naive" : "sorted",
+                  static_cast<long long>(r.cost.routed_experts), r.ms, r.tokens_per_s, achieved, ratio, r.checked,
+                  r.worst);
     os << line;
   }
   for (const LayerRunRow& r : rows) {
@@ -571,7 +613,9 @@ std::string LayerRunReport::to_text() const {
     if (r.host_glue_ms > 0) os << " (host fp8 quantisation " << r.host_glue_ms << " ms, not in the layer time)";
     if (!r.ids_match) os << "\n    routed ids differ from the reference";
     if (r.mismatches) os << "\n    " << r.mismatches << " mismatches; first: " << r.first_mismatch;
+    if (!r.roofline_error.empty()) os << "\n    " << r.roofline_error;
   }
+  if (!roofline_note.empty()) os << "\n\n" << roofline_note;
   os << "\n\nresult: " << (ok() ? "OK" : "FAIL") << "\n";
   return os.str();
 }
@@ -585,6 +629,7 @@ nlohmann::json LayerRunReport::to_json() const {
   j["compiled"] = compiled;
   j["runtime_compiles"] = runtime_compiles;
   j["ok"] = ok();
+  if (!roofline_note.empty()) j["roofline_note"] = roofline_note;
   for (const LayerRunRow& r : rows) {
     nlohmann::json jr = {{"tokens", r.tokens},
                          {"decode", r.decode},
@@ -592,15 +637,27 @@ nlohmann::json LayerRunReport::to_json() const {
                          {"ms", r.ms},
                          {"host_glue_ms", r.host_glue_ms},
                          {"tokens_per_s", r.tokens_per_s},
-                         {"weight_bytes", r.cost.weight_bytes},
+                         {"routed_experts", r.cost.routed_experts},
+                         {"routed_entries", r.cost.routed_entries},
+                         {"bytes", r.cost.bytes()},
+                         {"expert_weight_bytes", r.cost.expert_weight_bytes},
+                         {"shared_weight_bytes", r.cost.shared_weight_bytes},
+                         {"activation_bytes", r.cost.activation_bytes},
+                         {"routing_bytes", r.cost.routing_bytes},
                          {"flops", r.cost.flops},
-                         {"achieved", r.achieved},
-                         {"peak", r.peak},
-                         {"ratio", r.ratio},
                          {"checked", r.checked},
                          {"worst", r.worst},
                          {"mismatches", r.mismatches},
                          {"ids_match", r.ids_match}};
+    if (!r.roofline_error.empty()) {  // no figure: the guard's message instead
+      jr["roofline_error"] = r.roofline_error;
+    } else {
+      jr["achieved"] = r.achieved;
+      if (r.peak > 0) {
+        jr["peak"] = r.peak;
+        jr["ratio"] = r.ratio;
+      }
+    }
     for (const LayerStepTime& s : r.steps)
       jr["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}, {"ms", s.ms}});
     j["rows"].push_back(jr);

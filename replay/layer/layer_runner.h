@@ -2,7 +2,8 @@
 // real shapes (a host generator seeded per expert and buffer, uploaded), the layer plan's launches
 // through the JIT runtime with the monitor in error mode after warmup, the output of a sample of
 // tokens compared with the whole-layer Eigen reference, and per-step device times, tokens/s and
-// the roofline (weight bytes at decode, FLOPs at prefill).
+// the roofline (bytes at decode, FLOPs at prefill, of the experts the batch routes to) with its
+// guard: a ratio above 1.0 of the device's peak fails the row instead of being reported.
 #pragma once
 
 #include <cstdint>
@@ -45,10 +46,11 @@ struct LayerRunRow {
   double ms = 0;            // mean device time of the layer (every step but the host glue)
   double host_glue_ms = 0;  // fp8 quantisation done on the host (not in ms)
   double tokens_per_s = 0;
-  LayerCost cost;
-  double achieved = 0;  // bytes/s (decode) or FLOP/s (prefill)
-  double peak = 0;      // the H200's HBM bandwidth or dense tensor throughput
-  double ratio = 0;     // achieved / peak
+  LayerCost cost;       // of the experts the batch routed to (layer_cost, the ids read back after the timed runs)
+  double achieved = 0;  // bytes/s (decode) or FLOP/s (prefill); 0 when the roofline guard failed
+  double peak = 0;      // the device's HBM bandwidth or tensor-core peak (warmup/roofline.h); 0: no peak known
+  double ratio = 0;     // achieved / peak (0: no peak known, or the guard failed)
+  std::string roofline_error;  // a bandwidth or FLOP/s figure above its peak: the row fails, no figure shown
   std::vector<LayerStepTime> steps;
   std::size_t checked = 0;  // outputs compared
   double worst = 0;         // largest |got - ref| / tolerance
@@ -61,20 +63,16 @@ struct LayerRunReport {
   std::string config, backend, device;
   std::size_t warmup_keys = 0, compiled = 0;
   std::int64_t runtime_compiles = 0;
+  std::string roofline_note;  // the guard was skipped: the device has no row in the peak table
   std::vector<LayerRunRow> rows;
   bool ok() const;
   std::string to_text() const;
   nlohmann::json to_json() const;
 };
 
-// Peak figures the ratio is taken against (NVIDIA H200 SXM datasheet: 4.8 TB/s HBM3e, 989 TFLOP/s
-// dense bf16/f16, 1979 TFLOP/s dense fp8).
-inline constexpr double kH200Bandwidth = 4.8e12;
-inline constexpr double kH200Bf16Flops = 989e12;
-inline constexpr double kH200Fp8Flops = 1979e12;
-
 // Throws DeviceError "warmkey layer: no GPU (...)" without a device and InputError for a bad option
-// (before any allocation); findings (mismatches, runtime compiles) are in the report.
+// (before any allocation); findings (mismatches, runtime compiles, figures above the device's
+// peak) are in the report.
 LayerRunReport run_layer(const LayerRunOptions& options);
 
 }  // namespace warmkey::layer

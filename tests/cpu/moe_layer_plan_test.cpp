@@ -271,16 +271,71 @@ TEST(MoeLayerPlan, badBatchesAreRefusedWithTheField) {
   EXPECT_EQ(parse_backend("fp8"), LayerBackend::fp8);
 }
 
-TEST(MoeLayerPlan, rooflineCountsTouchedExpertsAndFlops) {
+// The T*K ids of a batch where every entry goes to expert `e`, or uniformly round the experts.
+std::vector<std::int64_t> all_to(std::int64_t e, std::int64_t t, std::int64_t k) {
+  return std::vector<std::int64_t>(static_cast<std::size_t>(t * k), e);
+}
+std::vector<std::int64_t> round_robin(std::int64_t experts, std::int64_t t, std::int64_t k) {
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(t * k));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i) % experts;
+  return ids;
+}
+
+// dsv4-flash: H 4096, I 2048, E 256, K 6, one shared expert. One expert's three matrices.
+constexpr double kH = 4096, kI = 2048, kMatrices = 3 * kH * kI;
+
+TEST(MoeLayerPlan, routedExpertsCountDistinctIdsWithWeightsOnly) {
+  const std::vector<std::int64_t> ids = {3, 3, -1, 7, 256, 3, 300, 0};  // -1 and ids >= E have no weights
+  const RoutedExperts r = count_routed_experts(ids, 256);
+  EXPECT_EQ(r.experts, 3);
+  EXPECT_EQ(r.entries, 5);
+  EXPECT_EQ(count_routed_experts({}, 256).experts, 0);
+}
+
+TEST(MoeLayerPlan, rooflineOfASkewedRoutingCountsTheWeightsOfOneExpert) {
   const ModelConfig c = load_config("dsv4-flash");
-  const LayerCost one = layer_cost(c, LayerBackend::bf16, 1);
-  const double expert = 3.0 * 4096 * 2048 * 2;
-  // T = 1 touches K = 6 experts, plus the shared one.
-  EXPECT_NEAR(one.weight_bytes, 7 * expert, 1e-6 * expert);
-  EXPECT_DOUBLE_EQ(one.flops, 2.0 * 7 * 3 * 4096 * 2048);
-  const LayerCost big = layer_cost(c, LayerBackend::bf16, 8192);
-  EXPECT_NEAR(big.weight_bytes, 257 * expert, 1e-3 * expert);  // every expert
-  EXPECT_LT(layer_cost(c, LayerBackend::nvfp4, 1).weight_bytes, layer_cost(c, LayerBackend::fp8, 1).weight_bytes);
+  const LayerBatch b{64};
+  const RoutedExperts one = count_routed_experts(all_to(17, 64, 6), c.num_local_experts());
+  ASSERT_EQ(one.experts, 1);
+  ASSERT_EQ(one.entries, 64 * 6);
+  // bf16: the three matrices of expert 17 and nothing of the other 255.
+  const LayerCost bf16 = layer_cost(c, LayerBackend::bf16, b, one);
+  EXPECT_DOUBLE_EQ(bf16.expert_weight_bytes, kMatrices * 2);
+  EXPECT_DOUBLE_EQ(bf16.shared_weight_bytes, kMatrices * 2);
+  EXPECT_DOUBLE_EQ(bf16.activation_bytes, 2 * 64 * kH * 2);                   // hidden in, out
+  EXPECT_DOUBLE_EQ(bf16.routing_bytes, 64 * 256 * 4 + 256 * 4 + 64 * 6 * 8);  // logits, bias, ids + weights
+  EXPECT_DOUBLE_EQ(bf16.bytes(),
+                   bf16.expert_weight_bytes + bf16.shared_weight_bytes + bf16.activation_bytes + bf16.routing_bytes);
+  EXPECT_DOUBLE_EQ(bf16.flops, 2 * (64.0 * 6 * kMatrices + 64 * kMatrices));
+  // fp8: one byte per weight and one scale per 128x128 block of W13 [2I, H] and W2 [H, I].
+  const double blocks = (2 * kI / 128) * (kH / 128) + (kH / 128) * (kI / 128);
+  const ModelConfig f8 = load_config("dsv4-flash-fp8");
+  EXPECT_DOUBLE_EQ(layer_cost(f8, LayerBackend::fp8, b, one).expert_weight_bytes,
+                   kMatrices + blocks * dtype_size(f8.fp8_scale_dtype));
+  // nvfp4: half a byte per weight, one e4m3 scale per 16, two fp32 global scales.
+  const ModelConfig f4 = load_config("dsv4-flash-nvfp4");
+  EXPECT_DOUBLE_EQ(
+      layer_cost(f4, LayerBackend::nvfp4, b, count_routed_experts(all_to(5, 64, 6), 256)).expert_weight_bytes,
+      kMatrices / 2 + kMatrices / 16 + 2 * 4);
+}
+
+TEST(MoeLayerPlan, rooflineOfAUniformRoutingCountsEveryRoutedExpert) {
+  const ModelConfig c = load_config("dsv4-flash");
+  // T = 8: 48 entries on 48 distinct experts.
+  const RoutedExperts few = count_routed_experts(round_robin(256, 8, 6), 256);
+  EXPECT_EQ(few.experts, 48);
+  EXPECT_DOUBLE_EQ(layer_cost(c, LayerBackend::bf16, {8}, few).expert_weight_bytes, 48 * kMatrices * 2);
+  // T = 64: 384 entries cover all 256 experts (uniform routing's expectation would be ~200).
+  const RoutedExperts all = count_routed_experts(round_robin(256, 64, 6), 256);
+  EXPECT_EQ(all.experts, 256);
+  const LayerCost cost = layer_cost(c, LayerBackend::bf16, {64}, all);
+  EXPECT_DOUBLE_EQ(cost.expert_weight_bytes, 256 * kMatrices * 2);
+  EXPECT_DOUBLE_EQ(cost.flops, 2 * (384 * kMatrices + 64 * kMatrices));
+  // The same T on one expert moves 255 experts' weights less and computes the same.
+  const LayerCost skewed = layer_cost(c, LayerBackend::bf16, {64}, count_routed_experts(all_to(0, 64, 6), 256));
+  EXPECT_DOUBLE_EQ(cost.bytes() - skewed.bytes(), 255 * kMatrices * 2);
+  EXPECT_DOUBLE_EQ(cost.flops, skewed.flops);
+  EXPECT_THROW(layer_cost(c, LayerBackend::bf16, {1}, all), Error);  // 256 experts from 6 entries
 }
 
 }  // namespace
