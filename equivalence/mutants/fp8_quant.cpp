@@ -104,7 +104,7 @@ std::vector<Mutant> fp8_quant_mutants() {
        k,
        1,
        "dispatch takes the stride class from the row width, not the row stride (padded rows change the binary)",
-       {"P3"},
+       {"P3", "P1"},
        config,
        false,
        make_mutant<DispatchClassifiesTheWidth>()},
