@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include "reference/nvfp4_moe.h"
 #include "reference/types.h"
 #include "warmup/dtype.h"
 

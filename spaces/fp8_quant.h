@@ -28,7 +28,8 @@ struct Fp8QuantSpace {
   }
 
   static Args draw(Draw& d, const ModelConfig& c) {
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, {16});
+    // No heuristic compares T (it reaches no key): the range alone.
+    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens);
     // The hidden rows or the routed activations: H and I are multiples of G, one class.
     const bool act = d.pick_within_class("operand", 2) == 1;
     const std::int64_t rows = act ? t * c.num_experts_per_tok : t;

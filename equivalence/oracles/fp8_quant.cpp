@@ -49,7 +49,8 @@ NumericCase Fp8QuantOracle::make_case(const Args& a, const ModelConfig&, std::ui
   p.aligned = a.x.aligned16();
   p.seed = seed;
   NumericCase c = make_case(p, false);
-  // The space's scale offset (any element offset is valid) replaces the case's default.
+  // The space's offsets (any multiple of the element size) replace the case's defaults.
+  c.inputs.front().align_offset = a.x.meta().align_offset;
   c.expected_output("scale").align_offset = a.scale.meta().align_offset;
   if (reference) Fp8QuantOracle{}.compute_reference(c);
   return c;

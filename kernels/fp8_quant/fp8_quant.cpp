@@ -6,6 +6,7 @@
 
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
+#include "kernels/fused_moe/fused_moe.h"
 #include "warmup/domain.h"
 
 namespace warmkey {
@@ -20,7 +21,17 @@ constexpr std::int64_t kGroupSizes[] = {32, 64, 128};
 // 1 (a single row passes H, and H >= G > 1).
 constexpr std::int64_t kStrideClasses[] = {16, 2};
 
-bool has(const std::vector<std::string>& v, std::string_view s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+// The a_scale dtypes of the fp8 w8a8 GEMMs fused_moe runs under c (none: no fp8 weights or no
+// triton backend): the scales fp8_quant produces for them.
+std::vector<KeyValue> fp8_gemm_scale_dtypes(const ModelConfig& c) {
+  std::vector<KeyValue> out;
+  if (!c.has_backend("triton")) return out;
+  for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c)) {
+    if (g.scale_dtype && std::find(out.begin(), out.end(), KeyValue{*g.scale_dtype}) == out.end())
+      out.push_back(*g.scale_dtype);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -45,14 +56,14 @@ bool Fp8Quant::used_by(const ModelConfig& config) const {
   // fused_moe's fp8 w8a8 GEMMs take their A operand quantised per token group (the layer plan's
   // hidden and activation quantisations); the other backends bring their own (MegaMoE:
   // megamoe_prepare) or run unquantised activations.
-  return config.has_backend("triton") && has(config.expert_weight_formats, "fp8");
+  return !fp8_gemm_scale_dtypes(config).empty();
 }
 
 std::vector<CompileKey> Fp8Quant::warmup_keys(const ModelConfig& config) const {
   return KeySpace(std::string(kName))
       .choices("dtype", {config.act_dtype})
       .choices("out_dtype", {DType::f8e4m3})
-      .choices("scale_dtype", {config.fp8_scale_dtype})
+      .choices("scale_dtype", fp8_gemm_scale_dtypes(config))
       .choices("group_size", {config.quant_block})
       .choices("x_aligned", {true, false})
       .choices("x_stride", {kStrideClasses[0], kStrideClasses[1]})
