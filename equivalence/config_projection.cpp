@@ -191,6 +191,8 @@ const std::map<std::string, KeyFields, std::less<>>& declared() {
     t["ep_scatter"] = {experts | fields_of({F::max_num_batched_tokens, F::hidden_size, F::num_experts_per_tok})};
     t["eplb_map"] = {experts | fields_of({F::eplb, F::num_experts_per_tok, F::index_dtypes, F::eplb_max_slots}), 0,
                      &eplb_map_tokens, kMegamoe};
+    t["fp8_quant"] = {fields_of({F::expert_weight_formats, F::act_dtype, F::fp8_scale_dtype, F::quant_block}), 0,
+                      nullptr, kTriton};
     t["fused_moe"] = {gemms | experts | fields_of({F::fused_moe_tuned_config, F::index_dtypes, F::moe_expert_bias}), 0,
                       &fused_moe_tokens, kTriton};
     t["lora_moe"] = {fields_of({F::lora, F::act_dtype, F::num_experts_per_tok, F::max_num_batched_tokens,

@@ -11,6 +11,7 @@
 #include "equivalence/oracles/ep_gather.h"
 #include "equivalence/oracles/ep_scatter.h"
 #include "equivalence/oracles/eplb_map.h"
+#include "equivalence/oracles/fp8_quant.h"
 #include "equivalence/oracles/fused_moe.h"
 #include "equivalence/oracles/lora_moe.h"
 #include "equivalence/oracles/megamoe_prepare.h"
@@ -26,6 +27,7 @@
 #include "spaces/ep_gather.h"
 #include "spaces/ep_scatter.h"
 #include "spaces/eplb_map.h"
+#include "spaces/fp8_quant.h"
 #include "spaces/fused_moe.h"
 #include "spaces/lora_moe.h"
 #include "spaces/megamoe_prepare.h"
@@ -41,6 +43,7 @@ std::vector<Mutant> dsv4_topk_mutants();
 std::vector<Mutant> eplb_map_mutants();
 std::vector<Mutant> count_expert_tokens_mutants();
 std::vector<Mutant> moe_align_mutants();
+std::vector<Mutant> fp8_quant_mutants();
 std::vector<Mutant> fused_moe_mutants();
 std::vector<Mutant> batched_moe_mutants();
 std::vector<Mutant> nvfp4_moe_mutants();
@@ -61,6 +64,9 @@ const std::vector<KernelDescriptor>& kernel_table() {
     t.push_back(kernel_row<spaces::EplbMapSpace, EplbMapOracle>(eplb_map_mutants()));
     t.push_back(kernel_row<spaces::CountExpertTokensSpace, CountExpertTokensOracle>(count_expert_tokens_mutants()));
     t.push_back(kernel_row<spaces::MoeAlignSpace, MoeAlignOracle>(moe_align_mutants()));
+    // fp8 w8a8: the hidden rows quantised before W13 (and the activations before W2, below the
+    // GEMM in a layer; one row serves both launches).
+    t.push_back(kernel_row<spaces::Fp8QuantSpace, Fp8QuantOracle>(fp8_quant_mutants()));
     t.push_back(kernel_row<spaces::FusedMoeSpace, FusedMoeOracle>(fused_moe_mutants()));
     t.push_back(kernel_row<spaces::BatchedMoeSpace, BatchedMoeOracle>(batched_moe_mutants()));
     t.push_back(kernel_row<spaces::Nvfp4MoeSpace, Nvfp4MoeOracle>(nvfp4_moe_mutants()));

@@ -1,24 +1,15 @@
 // Reference of megamoe_prepare.
 #include "reference/megamoe_prepare.h"
 
-#include <algorithm>
-#include <bit>
 #include <cmath>
 
+#include "reference/fp8_quant.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
 namespace warmkey::reference {
 
-int megamoe_group_exponent(const float* x, int n) {
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  amax = std::fmax(amax, 1e-4f);
-  const float s = amax / 448.0f;
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(s);
-  const int e = static_cast<int>(bits >> 23) + ((bits & 0x7fffffu) != 0 ? 1 : 0);
-  return std::clamp(e, 1, 254);
-}
+int megamoe_group_exponent(const float* x, int n) { return ue8m0_exponent(fp8_group_amax(x, n) / 448.0f); }
 
 void megamoe_prepare(const Eigen::Ref<const RowMatrixXf>& x, const Eigen::Ref<const IndexVector>& ids,
                      const Eigen::Ref<const RowMatrixXf>& weights, std::int64_t num_tokens,

@@ -9,7 +9,7 @@ namespace warmkey::reference {
 
 // The UE8M0 exponent of a 32-element group: amax = max(max |x|, 1e-4), s = amax / 448 (float32),
 // e = the biased exponent of s rounded up to a power of two (plus one when s has mantissa bits),
-// clamped to [1, 254].
+// clamped to [1, 254] (reference/fp8_quant's fp8_group_amax and ue8m0_exponent).
 int megamoe_group_exponent(const float* x, int n);
 
 // For each row t and 128-wide block b of x ([T, H], H % 128 == 0), per group g of 32 columns:

@@ -167,24 +167,6 @@ void quantize_row(const MoeLayerShape& s, const Eigen::VectorXf& x, Eigen::Vecto
 
 }  // namespace
 
-void quantize_fp8_blocks(const Eigen::Ref<const RowMatrixXf>& x, DType scale_dtype, Eigen::Ref<RowMatrixXf> q,
-                         Eigen::Ref<RowMatrixXf> scale) {
-  if (x.cols() % kBlock != 0 || q.rows() != x.rows() || q.cols() != x.cols() || scale.rows() != x.rows() ||
-      scale.cols() != x.cols() / kBlock || (scale_dtype != DType::ue8m0 && scale_dtype != DType::f32))
-    throw Error(str_cat("reference quantize_fp8_blocks: x ", x.rows(), "x", x.cols(), ", q ", q.rows(), "x", q.cols(),
-                        ", scale ", scale.rows(), "x", scale.cols(), ", scale dtype ", dtype_name(scale_dtype)));
-  for (Eigen::Index r = 0; r < x.rows(); ++r) {
-    for (Eigen::Index g = 0; g < x.cols() / kBlock; ++g) {
-      const float amax = std::max(x.row(r).segment(g * kBlock, kBlock).cwiseAbs().maxCoeff(), 1e-4f);
-      float sc = amax / 448.0f;
-      if (scale_dtype == DType::ue8m0) sc = std::exp2(std::ceil(std::log2(sc)));
-      scale(r, g) = sc;
-      for (Eigen::Index c = g * kBlock; c < (g + 1) * kBlock; ++c)
-        q(r, c) = f8e4m3_bits_to_float(float_to_f8e4m3_bits(x(r, c) / sc, true));
-    }
-  }
-}
-
 MoeLayerOutput moe_layer(const MoeLayerShape& s, const MoeLayerWeights& w, const MoeLayerInputs& in, bool hash_layer,
                          const std::vector<std::int64_t>& rows_in) {
   check_shapes(s, w, in, hash_layer);

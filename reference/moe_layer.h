@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "reference/fp8_quant.h"  // quantize_fp8_blocks: the fp8 activations of both formulations
 #include "reference/nvfp4_moe.h"
 #include "reference/types.h"
 #include "warmup/dtype.h"
@@ -95,11 +96,6 @@ MoeLayerOutput moe_layer(const MoeLayerShape& shape, const MoeLayerWeights& w, c
 // token, the shared expert and the adds in Eigen. The test checks the two agree within moe_layer_tolerance.
 RowMatrixXf moe_layer_composed(const MoeLayerShape& shape, const MoeLayerWeights& w, const MoeLayerInputs& in,
                                bool hash_layer, std::int64_t block_m);
-
-// Per 1x128 block of each row of x: amax = max(max |x|, 1e-4); s = amax / 448, rounded up to a power
-// of two for ue8m0; q = e4m3(x / s) (saturating). Returns the e4m3 values in q and the scales.
-void quantize_fp8_blocks(const Eigen::Ref<const RowMatrixXf>& x, DType scale_dtype, Eigen::Ref<RowMatrixXf> q,
-                         Eigen::Ref<RowMatrixXf> scale);
 
 // The bound |device - reference| <= tol for one output: 2 u |ref| for the final rounding plus
 // 16 u sigma for the intermediates' roundings (g, a, y: each term of the fp32 sums carries a few u

@@ -10,9 +10,6 @@
 
 namespace warmkey::reference {
 
-// Packed bytes and scale bytes, row-major.
-using RowMatrixXu8 = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
 // The decoded weights of all experts, [E * N, K] (expert-major): W[e * N + n, k] = e2m1(code of
 // element k of packed row e * N + n; element 2j in the low nibble of byte j) * e4m3(scale[e * N + n,
 // k / 16]), through warmup/host_dtype.h's codecs (cross-checked with ml_dtypes). The global scale

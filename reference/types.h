@@ -1,4 +1,4 @@
-// Eigen types shared by the references: row-major float matrices and index vectors.
+// Eigen types shared by the references: row-major float and byte matrices and index vectors.
 #pragma once
 
 #include <Eigen/Core>
@@ -9,6 +9,8 @@ namespace warmkey::reference {
 
 // Row-major, like every tensor the kernels see.
 using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Bytes, row-major: packed e2m1 codes, e4m3 codes and scale bytes.
+using RowMatrixXu8 = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 // Expert ids of any index dtype as int64 (u32 ids keep their non-negative values).
 using IndexVector = Eigen::Matrix<std::int64_t, Eigen::Dynamic, 1>;
 // An optional map from global to local expert ids (-1: not local).

@@ -80,7 +80,7 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash", "moe_align", 8, 2},
       {"dsv4-flash", nullptr, 142, 19},
       {"dsv4-flash-fp8", "fused_moe", 36, 10},
-      {"dsv4-flash-fp8", nullptr, 142, 24},
+      {"dsv4-flash-fp8", nullptr, 146, 28},  // fp8_quant: 4 keys, 4 JitKeys
       {"dsv4-flash-f16", "fused_moe", 36, 5},
       {"dsv4-flash-f16", "nvfp4_moe", 36, 10},
       {"dsv4-flash-f16", "compute_identity", 12, 8},
