@@ -290,12 +290,15 @@ double cublaslt_fp8_ms(const std::vector<int>& counts, std::int64_t n, std::int6
     fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec), "b scale mode");
     fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa), "a scale");
     fail(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb), "b scale");
-    fail(cublasLtMatrixLayoutCreate(&p.la, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(n), k),
+    fail(cublasLtMatrixLayoutCreate(&p.la, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(n),
+                                    k),
          "layout a");
-    fail(cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(c), k),
+    fail(cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(c),
+                                    k),
          "layout b");
-    fail(cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_16BF, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(c), n),
-         "layout c");
+    fail(
+        cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_16BF, static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(c), n),
+        "layout c");
     cublasLtMatmulPreference_t pref = nullptr;
     fail(cublasLtMatmulPreferenceCreate(&pref), "preference");
     const std::size_t ws = CublasLt::kWorkspace;
@@ -315,8 +318,9 @@ double cublaslt_fp8_ms(const std::vector<int>& counts, std::int64_t n, std::int6
     const float alpha = 1.0f, beta = 0.0f;
     ms = median_ms([&] {
       for (const Plan& p : plans) {
-        const cublasStatus_t st = cublasLtMatmul(lt.handle, p.op, &alpha, p.a, p.la, p.b, p.lb, &beta, p.c, p.lc, p.c,
-                                                 p.lc, &p.algo.algo, lt.workspace.data(), CublasLt::kWorkspace, nullptr);
+        const cublasStatus_t st =
+            cublasLtMatmul(lt.handle, p.op, &alpha, p.a, p.la, p.b, p.lb, &beta, p.c, p.lc, p.c, p.lc, &p.algo.algo,
+                           lt.workspace.data(), CublasLt::kWorkspace, nullptr);
         if (st != CUBLAS_STATUS_SUCCESS && status == CUBLAS_STATUS_SUCCESS) status = st, failed = "matmul";
       }
     });
@@ -401,6 +405,9 @@ void BM_expert_gemm(benchmark::State& state) {
   const double weight_bytes = static_cast<double>(used) * static_cast<double>(n * k * dtype_size(d));
   const double bytes = weight_bytes + static_cast<double>(m * k * dtype_size(d) + nv * n * 2);
   for (auto _ : state) state.SetIterationTime(ms / 1e3);
+  state.counters["of_peak"] =
+      roofline_guard(kernel.dispatch(args).to_string() + " GB/s", RooflineModel::bytes, bytes, ms / 1e3);
+  roofline_guard(kernel.dispatch(args).to_string() + " TFLOPS", RooflineModel::flops, flops, ms / 1e3, d);
   state.counters["us"] = ms * 1e3;
   state.counters["TFLOPS"] = flops / (ms / 1e3) / 1e12;
   state.counters["GB/s"] = bytes / (ms / 1e3) / 1e9;
@@ -480,6 +487,9 @@ void BM_batched_moe(benchmark::State& state) {
   const double bytes = static_cast<double>(used) * static_cast<double>(n * k * dtype_size(d)) +
                        static_cast<double>(nv * (k * dtype_size(d) + n * 2));
   for (auto _ : state) state.SetIterationTime(ms / 1e3);
+  state.counters["of_peak"] =
+      roofline_guard(kernel.dispatch(args).to_string() + " GB/s", RooflineModel::bytes, bytes, ms / 1e3);
+  roofline_guard(kernel.dispatch(args).to_string() + " TFLOPS", RooflineModel::flops, flops, ms / 1e3, d);
   state.counters["us"] = ms * 1e3;
   state.counters["TFLOPS"] = flops / (ms / 1e3) / 1e12;
   state.counters["GB/s"] = bytes / (ms / 1e3) / 1e9;
@@ -582,6 +592,9 @@ void BM_nvfp4_moe(benchmark::State& state) {
   const double weight_bytes = static_cast<double>(used) * static_cast<double>(n * (k / 2 + k / 16) + 4);
   const double bytes = weight_bytes + static_cast<double>(m * k * 2 + nv * n * 2);
   for (auto _ : state) state.SetIterationTime(ms / 1e3);
+  state.counters["of_peak"] =
+      roofline_guard(kernel.dispatch(args).to_string() + " GB/s", RooflineModel::bytes, bytes, ms / 1e3);
+  roofline_guard(kernel.dispatch(args).to_string() + " TFLOPS", RooflineModel::flops, flops, ms / 1e3, DType::bf16);
   state.counters["us"] = ms * 1e3;
   state.counters["TFLOPS"] = flops / (ms / 1e3) / 1e12;
   state.counters["GB/s"] = bytes / (ms / 1e3) / 1e9;

@@ -131,9 +131,10 @@ void Monitor::note_runtime_load(const JitKey& key, std::string_view source, cons
 }
 
 std::string Monitor::refuse_in_capture(const JitKey& key) {
-  std::string report = str_cat("refused inside a CUDA-graph capture (nothing compiled, loaded or read: a capture "
-                               "cannot record it) the ",
-                               miss_report(key));
+  std::string report = str_cat(
+      "refused inside a CUDA-graph capture (nothing compiled, loaded or read: a capture "
+      "cannot record it) the ",
+      miss_report(key));
   std::lock_guard lock(mu_);
   capture_refusals_.push_back(report);
   return report;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "warmup/device.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
@@ -149,6 +150,59 @@ TEST(JitRuntime, aMonitorRefusalDoesNotStick) {
   EXPECT_NO_THROW(rt.get(key(64), Phase::runtime));
   EXPECT_EQ(rt.compiler().programs_compiled(), 1);
   expect_invariant(rt.monitor());
+}
+
+// Inside a CUDA-graph capture every L1 miss is refused in every monitor mode (off included), for
+// both phases, before the disk cache is read: nothing compiles, the message names the key and the
+// nearest warmed key's difference, and the refusal does not stick once the capture has ended. A
+// key that is in memory is served as before.
+TEST(JitRuntime, aMissInsideACaptureIsRefusedWithItsKeyDiffAndNeverCompiles) {
+  TempDir dir;
+  for (MonitorMode mode : {MonitorMode::off, MonitorMode::warn, MonitorMode::error}) {
+    JitRuntime rt(options(dir.path() / std::string(monitor_mode_name(mode)), mode));
+    rt.warm({key(64, 1)}, 1, 1);
+    auto warmed = rt.get(key(64, 1), Phase::warmup);
+    rt.monitor().activate();
+    const std::int64_t before = rt.compiler().programs_compiled();
+    const auto refused = CaptureScope::refusals().misses;
+    {
+      CaptureScope capture;
+      EXPECT_EQ(rt.get(key(64, 1), Phase::runtime), warmed) << "a warmed key is served inside a capture";
+      for (Phase phase : {Phase::runtime, Phase::warmup}) {
+        try {
+          rt.get(key(64, 2), phase);
+          ADD_FAILURE() << "a miss inside a capture was served (mode " << monitor_mode_name(mode) << ")";
+        } catch (const CaptureMissError& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("CUDA-graph capture"), std::string::npos) << what;
+          EXPECT_NE(what.find("nearest warmed key"), std::string::npos) << what;
+          EXPECT_NE(what.find("SCALE"), std::string::npos) << "the diff names the field that differs: " << what;
+        }
+      }
+    }
+    EXPECT_EQ(rt.compiler().programs_compiled(), before) << "nothing compiled inside the capture";
+    EXPECT_EQ(CaptureScope::refusals().misses, refused + 2);
+    EXPECT_EQ(rt.monitor().capture_refusals().size(), 2u);
+    EXPECT_EQ(rt.failed_count(), 0u) << "a capture refusal does not stick";
+    rt.monitor().deactivate();
+    EXPECT_NO_THROW(rt.get(key(64, 2), Phase::warmup)) << "after the capture the key compiles";
+    expect_invariant(rt.monitor());
+  }
+}
+
+// Without a GPU the device layer refuses allocations inside a capture before anything else.
+TEST(CaptureScope, isOpenOnlyWhileAScopeLives) {
+  EXPECT_FALSE(CaptureScope::open());
+  {
+    CaptureScope a;
+    EXPECT_TRUE(CaptureScope::open());
+    {
+      CaptureScope b;
+      EXPECT_TRUE(CaptureScope::open());
+    }
+    EXPECT_TRUE(CaptureScope::open()) << "nested scopes: the outer one still holds";
+  }
+  EXPECT_FALSE(CaptureScope::open());
 }
 
 TEST(JitRuntime, aSecondRuntimeOnTheSameCacheCompilesNothing) {
