@@ -40,6 +40,7 @@ struct Device::Api {
   CUresult (*memcpy_htod)(CUdeviceptr, const void*, std::size_t) = nullptr;
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, std::size_t) = nullptr;
   CUresult (*memset_d8)(CUdeviceptr, unsigned char, std::size_t) = nullptr;
+  CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, CUstream) = nullptr;
   CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
   CUresult (*stream_destroy)(CUstream) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
@@ -110,6 +111,7 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.memcpy_htod, {"cuMemcpyHtoD_v2"});
   resolve(lib, &a.memcpy_dtoh, {"cuMemcpyDtoH_v2"});
   resolve(lib, &a.memset_d8, {"cuMemsetD8_v2"});
+  resolve(lib, &a.memset_d8_async, {"cuMemsetD8Async"});
   resolve(lib, &a.stream_create, {"cuStreamCreate"});
   resolve(lib, &a.stream_destroy, {"cuStreamDestroy_v2"});
   resolve(lib, &a.stream_synchronize, {"cuStreamSynchronize"});
@@ -576,6 +578,14 @@ void Device::fill_bytes(void* dst, unsigned char value, std::size_t bytes) {
   if (bytes == 0) return;
   make_current();
   check(api_->memset_d8(dptr(dst), value, bytes), str_cat("cuMemsetD8 of ", bytes, " bytes"));
+}
+
+void Device::fill_bytes(void* dst, unsigned char value, std::size_t bytes, Stream stream) {
+  require();
+  if (bytes == 0) return;
+  make_current();
+  check(api_->memset_d8_async(dptr(dst), value, bytes, static_cast<CUstream>(stream)),
+        str_cat("cuMemsetD8Async of ", bytes, " bytes"));
 }
 
 void Device::synchronize(Stream stream) {

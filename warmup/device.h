@@ -122,6 +122,8 @@ class Device {
   void copy_to_device(void* dst, const void* src, std::size_t bytes);
   void copy_to_host(void* dst, const void* src, std::size_t bytes);
   void fill_bytes(void* dst, unsigned char value, std::size_t bytes);
+  // The same, queued on `stream` (cuMemsetD8Async): a memset node when the stream is being captured.
+  void fill_bytes(void* dst, unsigned char value, std::size_t bytes, Stream stream);
   void synchronize(Stream stream = nullptr);
   Stream create_stream();
   void destroy_stream(Stream s);

@@ -16,6 +16,7 @@ namespace warmkey::layer {
 struct Cublas::Api {
   decltype(&cublasCreate_v2) create = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
   // cublasGemmEx is overloaded in C++ (the legacy cudaDataType compute type): name the C one.
   using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                                     const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
@@ -69,10 +70,11 @@ Cublas::Cublas() {
   static Api api;
   api.create = reinterpret_cast<decltype(api.create)>(dlsym(lib, "cublasCreate_v2"));
   api.set_stream = reinterpret_cast<decltype(api.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
+  api.set_workspace = reinterpret_cast<decltype(api.set_workspace)>(dlsym(lib, "cublasSetWorkspace_v2"));
   api.gemm_ex = reinterpret_cast<decltype(api.gemm_ex)>(dlsym(lib, "cublasGemmEx"));
   api.axpy_ex = reinterpret_cast<decltype(api.axpy_ex)>(dlsym(lib, "cublasAxpyEx"));
-  if (!api.create || !api.set_stream || !api.gemm_ex || !api.axpy_ex) {
-    reason_ = "cuBLAS lacks cublasCreate_v2, cublasSetStream_v2, cublasGemmEx or cublasAxpyEx";
+  if (!api.create || !api.set_stream || !api.set_workspace || !api.gemm_ex || !api.axpy_ex) {
+    reason_ = "cuBLAS lacks cublasCreate_v2, cublasSetStream_v2, cublasSetWorkspace_v2, cublasGemmEx or cublasAxpyEx";
     return;
   }
   Device& dev = Device::instance();
@@ -87,13 +89,23 @@ Cublas::Cublas() {
   }
   api_ = &api;
   handle_ = h;
+  // A workspace of our own, allocated here (never inside a CUDA-graph capture): cuBLAS would
+  // otherwise take one from its pool, out of the monitor's sight.
+  workspace_ = new DeviceBuffer(dev.alloc(kWorkspaceBytes));
+}
+
+void Cublas::bind(Stream stream) {
+  auto h = static_cast<cublasHandle_t>(handle_);
+  bind(stream);
+  // cublasSetStream resets the workspace to the default pool: bind ours again.
+  check(api_->set_workspace(h, workspace_->data(), kWorkspaceBytes), "cublasSetWorkspace");
 }
 
 void Cublas::gemm(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c,
                   bool accumulate, Stream stream) {
   if (!available()) throw DeviceError(str_cat("layer: dense GEMM: ", reason_));
   auto h = static_cast<cublasHandle_t>(handle_);
-  check(api_->set_stream(h, static_cast<cudaStream_t>(stream)), "cublasSetStream");
+  bind(stream);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const cudaDataType t = cuda_type(dtype);
   // Row-major C = A B^T is column-major C^T = B A^T: B (k x n column-major) transposed, A as is.
@@ -106,7 +118,7 @@ void Cublas::gemm(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, c
 void Cublas::add(DType dtype, std::int64_t n, const void* x, void* y, Stream stream) {
   if (!available()) throw DeviceError(str_cat("layer: elementwise add: ", reason_));
   auto h = static_cast<cublasHandle_t>(handle_);
-  check(api_->set_stream(h, static_cast<cudaStream_t>(stream)), "cublasSetStream");
+  bind(stream);
   const float alpha = 1.0f;
   const cudaDataType t = cuda_type(dtype);
   check(api_->axpy_ex(h, static_cast<int>(n), &alpha, CUDA_R_32F, x, t, 1, y, t, 1, CUDA_R_32F), "cublasAxpyEx");

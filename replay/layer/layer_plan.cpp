@@ -223,6 +223,17 @@ class Planner {
         args);
     plan_.steps.push_back({std::move(name), kernel, std::move(args), std::nullopt, std::move(note)});
   }
+  // fp8_quant of rows x width of buffer x (the first rows: the shared expert's act rows stay bf16)
+  // into q and its scales of the config's scale dtype.
+  Fp8QuantArgs quant(std::string_view x, std::string_view q, std::string_view scale, std::int64_t rows,
+                     std::int64_t width) {
+    Fp8QuantArgs a;
+    a.x = view(x, {rows, width});
+    a.q = view(q, {rows, width});
+    a.scale = view(scale, {rows, width / c_.quant_block});
+    a.group_size = c_.quant_block;
+    return a;
+  }
   void plain(std::string name, PlainOp op, std::string note) {
     plan_.steps.push_back({std::move(name), "plain", std::nullopt, op, std::move(note)});
   }
@@ -305,16 +316,7 @@ class Planner {
       op.n = h;
       plain("clear_expert_out", op, "zero-compute slots are never written by W2: moe_mul_sum reads zeros there");
     }
-    if (fp8) {
-      PlainOp op;
-      op.kind = PlainOp::Kind::fp8_quant;
-      op.a = "hidden";
-      op.c = "hidden_q";
-      op.scale = "hidden_scale";
-      op.m = t;
-      op.k = h;
-      plain("quant_hidden", op, "per-token 1x128 fp8 e4m3 quantisation (no warmkey kernel: an AOT kernel in engines)");
-    }
+    if (fp8) jit("quant_hidden", quant("hidden", "hidden_q", "hidden_scale", t, h), "per token per 128 columns, e4m3");
     jit("w13", w13, str_cat("N=", 2 * i, " K=", h, " top_k=", k, plan_.naive ? ", naive" : ", sorted"));
     if (is > 0) {
       PlainOp op;
@@ -337,16 +339,7 @@ class Planner {
     if (ep) sw.expert_map = view("expert_map", {p});
     sw.limit = c_.swiglu_limit;
     jit("swiglu", sw, str_cat(t * k, " routed rows", is > 0 ? str_cat(" + ", t, " shared rows") : std::string()));
-    if (fp8) {
-      PlainOp op;
-      op.kind = PlainOp::Kind::fp8_quant;
-      op.a = "act";
-      op.c = "act_q";
-      op.scale = "act_scale";
-      op.m = t * k;
-      op.k = i;
-      plain("quant_act", op, "fp8 e4m3 quantisation of the routed activations (no warmkey kernel)");
-    }
+    if (fp8) jit("quant_act", quant("act", "act_q", "act_scale", t * k, i), str_cat(t * k, " routed rows"));
     jit("w2", w2, str_cat("N=", h, " K=", i, " top_k=1, routed weight", plan_.naive ? ", naive" : ", sorted"));
 
     MoeMulSumArgs ms;
@@ -494,9 +487,6 @@ std::string LayerPlan::to_text() const {
           break;
         case PlainOp::Kind::add: os << op.c << " += " << op.a << " (" << op.m << "x" << op.n << ")"; break;
         case PlainOp::Kind::memset: os << op.c << " = 0 (" << op.m << "x" << op.n << ")"; break;
-        case PlainOp::Kind::fp8_quant:
-          os << op.c << ", " << op.scale << " = fp8(" << op.a << ") (" << op.m << "x" << op.k << ", 1x128 blocks)";
-          break;
       }
       os << "\n";
     }

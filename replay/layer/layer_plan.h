@@ -1,6 +1,6 @@
 // The launch plan of one DSv4 MoE layer: for a configuration, an expert-weight backend and a batch,
 // the buffers the layer needs and the exact sequence of its steps (each JIT launch with its Args,
-// and the plain steps the engine runs outside the JIT: dense GEMMs, adds, memsets, quantisation).
+// and the plain steps the engine runs outside the JIT: dense GEMMs, adds, memsets).
 //
 // Layer: replay/ (above equivalence/ and spaces/, below tools/). The plan knows the kernels'
 // contracts (their Args and heuristics) and nothing of a device: it builds its tensors through a
@@ -16,13 +16,14 @@
 //                     one when the W2 tile's BLOCK_M differs); none in the naive layout
 //   clear_expert_out  memset of the W2 output (configs with zero-compute experts: their slots are
 //                     never written by the grouped GEMM, moe_mul_sum must read zeros there)
-//   quant_hidden      fp8 backend: per-token 1x128 fp8 e4m3 quantisation of the hidden states
+//   quant_hidden      fp8 backend: fp8_quant of the hidden states, per token per 128 columns (the
+//                     config's scale dtype: ue8m0 or f32), into hidden_q / hidden_scale
 //   w13               fused_moe W13 (N = 2I, K = H, top_k = K) into rows [0, T*K) of gate_up
 //   shared_w13        the shared expert's gate/up GEMM (plain dense GEMM, see below) into rows
 //                     [T*K, T*K + T) of gate_up
 //   swiglu            swiglu_limit over all T*K + T rows: the routed entries and the shared
 //                     expert's rows in one launch (the shared rows carry expert id 0, never skipped)
-//   quant_act         fp8 backend: fp8 quantisation of the routed activations [T*K, I]
+//   quant_act         fp8 backend: fp8_quant of the routed activations [T*K, I] into act_q / act_scale
 //   w2                fused_moe W2 (N = H, K = I, top_k = 1) with the routed weight, into
 //                     expert_out [T*K, H]
 //   mul_sum           moe_mul_sum over expert_out [T, K, H] with unit weights (W2 applied the
@@ -58,6 +59,7 @@
 #include "kernels/compute_identity/compute_identity.h"
 #include "kernels/dsv4_topk/dsv4_topk.h"
 #include "kernels/eplb_map/eplb_map.h"
+#include "kernels/fp8_quant/fp8_quant.h"
 #include "kernels/fused_moe/fused_moe.h"
 #include "kernels/moe_align/moe_align.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
@@ -124,18 +126,17 @@ class MetaLayerTensors : public LayerTensors {
 };
 
 using LayerArgs = std::variant<Dsv4TopkArgs, EplbMapArgs, MoeAlignArgs, FusedMoeArgs, SwigluLimitArgs,
-                               ComputeIdentityArgs, MoeMulSumArgs, Nvfp4MoeArgs>;
+                               ComputeIdentityArgs, MoeMulSumArgs, Nvfp4MoeArgs, Fp8QuantArgs>;
 
 // A step outside the JIT (no key, no compile at runtime).
 struct PlainOp {
   enum class Kind {
-    gemm,      // c[m, n] (+)= a[m, k] * b[n, k]^T, fp32 accumulation, rounded to c's dtype
-    add,       // c[m, n] += a[m, n]
-    memset,    // c = 0
-    fp8_quant  // c = fp8(a / s), s per row and 128 columns (scale: power of two, ue8m0, or f32)
+    gemm,   // c[m, n] (+)= a[m, k] * b[n, k]^T, fp32 accumulation, rounded to c's dtype
+    add,    // c[m, n] += a[m, n]
+    memset  // c = 0
   };
   Kind kind = Kind::gemm;
-  std::string a, b, c, scale;               // buffer names
+  std::string a, b, c;                      // buffer names
   std::int64_t a_offset = 0, c_offset = 0;  // element offsets into a and c
   std::int64_t m = 0, n = 0, k = 0;
   bool accumulate = false;  // gemm: c += instead of c =
@@ -205,6 +206,10 @@ struct ContractOf<MoeMulSumArgs> {
 template <>
 struct ContractOf<Nvfp4MoeArgs> {
   using type = Nvfp4Moe;
+};
+template <>
+struct ContractOf<Fp8QuantArgs> {
+  using type = Fp8Quant;
 };
 
 // Calls fn(contract, args) with the step's contract (one static instance per kernel) and Args.

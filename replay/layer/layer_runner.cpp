@@ -359,14 +359,15 @@ void fill_buffers(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& pla
   dev.synchronize();
 }
 
-// Runs one step; returns the host-glue milliseconds (0 for device steps).
-double run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev) {
+// Queues one step on `stream` (every step is device work: nothing runs on the host).
+void run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev,
+              Stream stream) {
   if (s.args) {
     visit_contract(*s.args, [&](const auto& contract, const auto& a) {
-      contract(a, rt, nullptr);
+      contract(a, rt, stream);
       return 0;
     });
-    return 0;
+    return;
   }
   const PlainOp& op = *s.plain;
   const DType act = plan.config.act_dtype;
@@ -377,27 +378,34 @@ double run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& t
   switch (op.kind) {
     case PlainOp::Kind::gemm:
       Cublas::instance().gemm(act, op.m, op.n, op.k, at(op.a, op.a_offset), at(op.b, 0), at(op.c, op.c_offset),
-                              op.accumulate, nullptr);
-      return 0;
-    case PlainOp::Kind::add: Cublas::instance().add(act, op.m * op.n, at(op.a, 0), at(op.c, 0), nullptr); return 0;
+                              op.accumulate, stream);
+      return;
+    case PlainOp::Kind::add: Cublas::instance().add(act, op.m * op.n, at(op.a, 0), at(op.c, 0), stream); return;
     case PlainOp::Kind::memset:
       dev.fill_bytes(at(op.c, op.c_offset), 0,
-                     static_cast<std::size_t>(op.m * op.n) * dtype_size(plan.buffer(op.c).dtype));
-      return 0;
-    case PlainOp::Kind::fp8_quant: {
-      // Host glue: no warmkey kernel quantises activations (an AOT kernel in engines).
-      const auto t0 = std::chrono::steady_clock::now();
-      dev.synchronize();
-      const RowMatrixXf x = download(dev, plan.buffer(op.a).dtype, at(op.a, op.a_offset), op.m, op.k);
-      RowMatrixXf q(op.m, op.k), sc(op.m, op.k / 128);
-      reference::quantize_fp8_blocks(x, plan.buffer(op.scale).dtype, q, sc);
-      upload_values(dev, DType::f8e4m3, at(op.c, 0), q.data(), q.size());
-      upload_values(dev, plan.buffer(op.scale).dtype, at(op.scale, 0), sc.data(), sc.size());
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                     static_cast<std::size_t>(op.m * op.n) * dtype_size(plan.buffer(op.c).dtype), stream);
+      return;
+  }
+}
+
+void run_layer_steps(const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev, Stream stream) {
+  for (const LayerStep& s : plan.steps) run_step(s, plan, tensors, rt, dev, stream);
+}
+
+// A stream of the runner's own (CUDA cannot capture the default stream), destroyed on return.
+struct OwnedStream {
+  explicit OwnedStream(Device& d) : dev(d), s(d.create_stream()) {}
+  ~OwnedStream() {
+    try {
+      dev.destroy_stream(s);
+    } catch (...) {  // a failed context already reported its error
     }
   }
-  return 0;
-}
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  Device& dev;
+  Stream s;
+};
 
 std::vector<std::int64_t> sample_rows(const LayerBatch& b, std::int64_t n) {
   std::vector<std::int64_t> rows;
@@ -442,6 +450,45 @@ void compare(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, co
       }
     }
   }
+}
+
+// A decode row's CUDA graph: the layer captured on `stream` (a CaptureScope open: any runtime-cache
+// miss, module load or allocation is refused and counted), replayed once into an output cleared to
+// NaN and checked against the reference like the eager run, then timed. The counters before and
+// after the capture are the proof: no compile, no module load, no refusal.
+void capture_and_replay(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, const Model& m,
+                        const Inputs& x, JitRuntime& rt, const LayerRunOptions& o, Stream stream, LayerRunRow& row,
+                        LayerRunReport& report) {
+  LayerGraphRow& g = row.graph;
+  const CaptureScope::Refusals r0 = CaptureScope::refusals();
+  const std::int64_t compiles0 = rt.monitor().counters(Phase::runtime).compiles;
+  const std::int64_t modules0 = dev.modules_loaded();
+  Graph graph;
+  try {
+    graph = dev.capture(stream, [&] { run_layer_steps(plan, tensors, rt, dev, stream); });
+  } catch (const CaptureMissError& e) {
+    g.error = e.what();
+  }
+  const CaptureScope::Refusals r1 = CaptureScope::refusals();
+  g.refusals = (r1.allocations - r0.allocations) + (r1.module_loads - r0.module_loads) + (r1.misses - r0.misses);
+  g.compiles = rt.monitor().counters(Phase::runtime).compiles - compiles0;
+  g.module_loads = dev.modules_loaded() - modules0;
+  report.capture_refusals += g.refusals;
+  if (!graph) return;
+  g.captured = true;
+  g.nodes = graph.nodes();
+  const ModelConfig& c = plan.config;
+  dev.fill_bytes(tensors.data("out"), 0xFF,
+                 static_cast<std::size_t>(plan.batch.num_tokens * c.hidden_size) * dtype_size(c.act_dtype), stream);
+  graph.launch(stream);
+  dev.synchronize(stream);
+  LayerRunRow check;
+  compare(dev, tensors, plan, m, x, o.check_tokens, check);
+  g.checked = check.checked;
+  g.worst = check.worst;
+  g.mismatches = check.mismatches + (check.ids_match ? 0 : 1);
+  g.first_mismatch = check.ids_match ? check.first_mismatch : "routed ids differ from the reference";
+  for (int it = 0; it < o.iterations; ++it) g.ms += dev.time_ms(stream, [&] { graph.launch(stream); }) / o.iterations;
 }
 
 // The experts the batch really routed to: the T*K ids the grouped GEMMs read (physical after
@@ -534,6 +581,7 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
   report.compiled = ws.compiled;
   log("weights: generating on the host (seeded), uploading");
   const Model model = make_model(c, o.backend, o.seed);
+  OwnedStream stream(dev);
   for (const LayerBatch& b : batches) {
     log(str_cat("layer: ", b.to_string()));
     DeviceLayerTensors tensors(dev);
@@ -546,22 +594,22 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
     row.naive = plan.naive;
     for (const LayerStep& s : plan.steps) row.steps.push_back({s.name, s.kernel, 0});
     try {
-      for (const LayerStep& s : plan.steps) run_step(s, plan, tensors, rt, dev);  // the checked run
-      dev.synchronize();
+      run_layer_steps(plan, tensors, rt, dev, stream.s);  // the checked run
+      dev.synchronize(stream.s);
       compare(dev, tensors, plan, model, x, o.check_tokens, row);
       for (int it = 0; it < o.iterations; ++it) {
-        for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-          double glue = 0;
-          const float ms = dev.time_ms(nullptr, [&] { glue = run_step(plan.steps[i], plan, tensors, rt, dev); });
-          if (glue > 0) {
-            row.host_glue_ms += glue / o.iterations;
-          } else {
-            row.steps[i].ms += ms / o.iterations;
-          }
-        }
+        for (std::size_t i = 0; i < plan.steps.size(); ++i)
+          row.steps[i].ms +=
+              dev.time_ms(stream.s, [&] { run_step(plan.steps[i], plan, tensors, rt, dev, stream.s); }) / o.iterations;
       }
-      dev.synchronize();
-    } catch (const RuntimeCompileError& e) {
+      // The whole layer launched eagerly, step after step with no sync between: what the graph
+      // replaces (the per-step times above each pay one launch without overlap).
+      for (int it = 0; it < o.iterations; ++it)
+        row.eager_ms +=
+            dev.time_ms(stream.s, [&] { run_layer_steps(plan, tensors, rt, dev, stream.s); }) / o.iterations;
+      if (b.decode && o.graphs) capture_and_replay(dev, tensors, plan, model, x, rt, o, stream.s, row, report);
+      dev.synchronize(stream.s);
+    } catch (const RuntimeCompileError& e) {  // CaptureMissError included: a miss refused inside the capture
       ++report.runtime_compiles;
       row.first_mismatch = e.what();
       ++row.mismatches;
@@ -580,8 +628,12 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
 
 bool LayerRunReport::ok() const {
   if (runtime_compiles != 0) return false;
-  return std::all_of(rows.begin(), rows.end(),
-                     [](const LayerRunRow& r) { return r.mismatches == 0 && r.ids_match && r.roofline_error.empty(); });
+  if (capture_refusals != 0) return false;
+  return std::all_of(rows.begin(), rows.end(), [](const LayerRunRow& r) {
+    const LayerGraphRow& g = r.graph;
+    const bool graph_ok = g.error.empty() && g.mismatches == 0 && g.compiles == 0 && g.module_loads == 0;
+    return r.mismatches == 0 && r.ids_match && r.roofline_error.empty() && graph_ok;
+  });
 }
 
 std::string LayerRunReport::to_text() const {
@@ -610,7 +662,15 @@ std::string LayerRunReport::to_text() const {
     os << "\n  T=" << r.tokens << " step shares:";
     for (const LayerStepTime& s : r.steps)
       if (s.ms > 0) os << " " << s.name << " " << std::lround(100 * s.ms / std::max(r.ms, 1e-12)) << "%";
-    if (r.host_glue_ms > 0) os << " (host fp8 quantisation " << r.host_glue_ms << " ms, not in the layer time)";
+    const LayerGraphRow& g = r.graph;
+    if (r.eager_ms > 0) os << "\n    eager launch of the whole layer " << r.eager_ms << " ms";
+    if (g.captured) {
+      os << "; CUDA graph (" << g.nodes << " nodes) " << g.ms << " ms, " << (g.ms > 0 ? r.eager_ms / g.ms : 0)
+         << "x eager; capture: " << g.compiles << " compiles, " << g.module_loads << " module loads, " << g.refusals
+         << " refusals; replay checked " << g.checked << " outputs, worst " << g.worst;
+      if (g.mismatches) os << "\n    graph replay: " << g.mismatches << " mismatches; first: " << g.first_mismatch;
+    }
+    if (!g.error.empty()) os << "\n    capture refused: " << g.error;
     if (!r.ids_match) os << "\n    routed ids differ from the reference";
     if (r.mismatches) os << "\n    " << r.mismatches << " mismatches; first: " << r.first_mismatch;
     if (!r.roofline_error.empty()) os << "\n    " << r.roofline_error;
@@ -628,6 +688,7 @@ nlohmann::json LayerRunReport::to_json() const {
   j["warmup_keys"] = warmup_keys;
   j["compiled"] = compiled;
   j["runtime_compiles"] = runtime_compiles;
+  j["capture_refusals"] = capture_refusals;
   j["ok"] = ok();
   if (!roofline_note.empty()) j["roofline_note"] = roofline_note;
   for (const LayerRunRow& r : rows) {
@@ -635,7 +696,7 @@ nlohmann::json LayerRunReport::to_json() const {
                          {"decode", r.decode},
                          {"naive", r.naive},
                          {"ms", r.ms},
-                         {"host_glue_ms", r.host_glue_ms},
+                         {"eager_ms", r.eager_ms},
                          {"tokens_per_s", r.tokens_per_s},
                          {"routed_experts", r.cost.routed_experts},
                          {"routed_entries", r.cost.routed_entries},
@@ -657,6 +718,15 @@ nlohmann::json LayerRunReport::to_json() const {
         jr["peak"] = r.peak;
         jr["ratio"] = r.ratio;
       }
+    }
+    if (r.graph.captured || !r.graph.error.empty()) {
+      const LayerGraphRow& g = r.graph;
+      jr["graph"] = {
+          {"captured", g.captured},         {"nodes", g.nodes},       {"ms", g.ms},           {"compiles", g.compiles},
+          {"module_loads", g.module_loads}, {"refusals", g.refusals}, {"checked", g.checked}, {"worst", g.worst},
+          {"mismatches", g.mismatches}};
+      if (!g.error.empty()) jr["graph"]["error"] = g.error;
+      if (!g.first_mismatch.empty()) jr["graph"]["first_mismatch"] = g.first_mismatch;
     }
     for (const LayerStepTime& s : r.steps)
       jr["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}, {"ms", s.ms}});

@@ -3,7 +3,10 @@
 // through the JIT runtime with the monitor in error mode after warmup, the output of a sample of
 // tokens compared with the whole-layer Eigen reference, and per-step device times, tokens/s and
 // the roofline (bytes at decode, FLOPs at prefill, of the experts the batch routes to) with its
-// guard: a ratio above 1.0 of the device's peak fails the row instead of being reported.
+// guard: a ratio above 1.0 of the device's peak fails the row instead of being reported. Every
+// step runs on the device (fp8 activations through fp8_quant), on a stream of the runner's own; each
+// decode row is also captured into a CUDA graph, replayed, checked and timed against the eager
+// launch, with the capture's compiles, module loads and refusals counted (all must be 0).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +32,7 @@ struct LayerRunOptions {
   std::optional<DType> ids_dtype;  // default: the config's first index dtype
   std::uint64_t seed = 1;
   int iterations = 10;             // timed repetitions after one checked run
+  bool graphs = true;              // decode rows: also capture the layer into a CUDA graph and replay it
   std::int64_t check_tokens = 16;  // token rows compared with the reference (0: none)
   std::optional<std::filesystem::path> cache_dir;
   int jobs = 0;
@@ -40,11 +44,26 @@ struct LayerStepTime {
   double ms = 0;  // mean device time per layer
 };
 
+// A decode row's CUDA graph (LayerRunOptions::graphs): captured after the eager runs, replayed into
+// an output cleared to NaN, checked like the eager run, then timed.
+struct LayerGraphRow {
+  bool captured = false;
+  std::size_t nodes = 0;  // kernel and memset nodes recorded
+  double ms = 0;          // mean device time of one replay
+  // During the capture: runtime compiles, module loads, and refusals (allocations, module loads,
+  // runtime-cache misses inside the CaptureScope). All three must be 0.
+  std::int64_t compiles = 0, module_loads = 0, refusals = 0;
+  std::string error;  // the refused miss (CaptureMissError: its key and the nearest warmed key's diff)
+  std::size_t checked = 0, mismatches = 0;
+  double worst = 0;
+  std::string first_mismatch;
+};
+
 struct LayerRunRow {
   std::int64_t tokens = 0;
   bool decode = true, naive = false;
-  double ms = 0;            // mean device time of the layer (every step but the host glue)
-  double host_glue_ms = 0;  // fp8 quantisation done on the host (not in ms)
+  double ms = 0;        // the sum of the steps' mean device times (each step timed on its own)
+  double eager_ms = 0;  // mean device time of the whole layer launched step after step, no sync between
   double tokens_per_s = 0;
   LayerCost cost;       // of the experts the batch routed to (layer_cost, the ids read back after the timed runs)
   double achieved = 0;  // bytes/s (decode) or FLOP/s (prefill); 0 when the roofline guard failed
@@ -52,6 +71,7 @@ struct LayerRunRow {
   double ratio = 0;     // achieved / peak (0: no peak known, or the guard failed)
   std::string roofline_error;  // a bandwidth or FLOP/s figure above its peak: the row fails, no figure shown
   std::vector<LayerStepTime> steps;
+  LayerGraphRow graph;      // decode rows with LayerRunOptions::graphs
   std::size_t checked = 0;  // outputs compared
   double worst = 0;         // largest |got - ref| / tolerance
   std::size_t mismatches = 0;
@@ -63,7 +83,8 @@ struct LayerRunReport {
   std::string config, backend, device;
   std::size_t warmup_keys = 0, compiled = 0;
   std::int64_t runtime_compiles = 0;
-  std::string roofline_note;  // the guard was skipped: the device has no row in the peak table
+  std::int64_t capture_refusals = 0;  // over every row's capture: must be 0
+  std::string roofline_note;          // the guard was skipped: the device has no row in the peak table
   std::vector<LayerRunRow> rows;
   bool ok() const;
   std::string to_text() const;

@@ -30,6 +30,7 @@ struct LayerCliOptions {
   int jobs = 0;
   bool plan = false;
   bool json = false;
+  bool no_graphs = false;
 };
 
 std::vector<std::int64_t> parse_tokens(const std::string& text) {
@@ -97,6 +98,7 @@ int run(const LayerCliOptions& cli) {
   o.seed = cli.seed;
   o.iterations = cli.iterations;
   o.check_tokens = cli.check_tokens;
+  o.graphs = !cli.no_graphs;
   o.cache_dir = cache_dir_option(cli.cache_dir);
   o.jobs = cli.jobs;
   if (cli.plan) return print_plans(o, cli.json);
@@ -129,6 +131,9 @@ void register_layer_command(CLI::App& app, int* exit_code) {
   sub->add_option("--check-tokens", o->check_tokens, "Tokens compared with the reference per batch (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 30));
+  sub->add_flag("--no-graphs", o->no_graphs,
+                "Skip the CUDA-graph capture and replay of each decode batch (on by default: the capture is "
+                "checked to compile, load and allocate nothing)");
   add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--jobs", o->jobs, "Warmup compile threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub->add_flag("--plan", o->plan, "Print each token count's launch plan and check its keys are warmed (no GPU)");
