@@ -202,8 +202,9 @@ RunReport run_pipeline(const Registry& registry, const RunOptions& o) {
   rep.replay = replay_trace(kernels, config, trace, rt, ro_replay);
   if (o.layers) {  // whole layers per batch, through the same monitored lookups
     layer::LayerReplay lr = layer::replay_layers(config, trace, rt, &*ro_replay.warmed, o.replay.max_findings);
-    log(str_cat("replay: ", lr.layers, " whole layers, ", lr.stats.launches, " launches, ", lr.stats.runtime_compiles,
-                " runtime compiles"));
+    log(str_cat("replay: ", lr.layers, " whole layers (", lr.captured,
+                " decode layers inside a CUDA-graph capture scope, ", lr.capture_refusals, " refused), ",
+                lr.stats.launches, " launches, ", lr.stats.runtime_compiles, " runtime compiles"));
     rep.replay.launches += lr.stats.launches;
     rep.replay.runtime_compiles += lr.stats.runtime_compiles;
     rep.replay.unwarmed += lr.stats.unwarmed;

@@ -1,7 +1,10 @@
 // The trace replayed as whole MoE layers (layer_replay.h).
 #include "replay/layer/layer_replay.h"
 
+#include <optional>
+
 #include "replay/layer/layer_plan.h"
+#include "warmup/device.h"
 #include "warmup/error.h"
 
 namespace warmkey::layer {
@@ -44,6 +47,13 @@ LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& t
             continue;
           }
           ++out.layers;
+          // A decode layer is what an engine captures into a CUDA graph: its lookups run inside a
+          // CaptureScope, where any runtime-cache miss is refused (CaptureMissError) and never compiles.
+          std::optional<CaptureScope> capture;
+          if (lb.decode) {
+            capture.emplace();
+            ++out.captured;
+          }
           for (const LayerStep& s : plan.steps) {
             if (!s.jit()) continue;
             visit_contract(*s.args, [&](const auto& contract, const auto& args) {
@@ -63,6 +73,11 @@ LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& t
               const std::int64_t before = rt.monitor().counters(Phase::runtime).compiles;
               try {
                 rt.get(bound, Phase::runtime);
+              } catch (const CaptureMissError& e) {
+                ++out.stats.runtime_compiles;
+                ++out.capture_refusals;
+                add("capture miss", sb->to_string(), where, contract.describe(args), e.what());
+                return 0;
               } catch (const RuntimeCompileError& e) {
                 ++out.stats.runtime_compiles;
                 add("runtime compile", sb->to_string(), where, contract.describe(args), e.what());

@@ -3,7 +3,9 @@
 // routed and hash layers, each index dtype) and every JIT launch of each plan goes through the runtime
 // lookup (rt.get in the runtime phase, the monitor in error mode) and the warmed-key check.
 // The plans' views start at row 0 (a micro-batch's offset is the per-kernel replay's concern) and
-// padded batches run their padded row count unpadded.
+// padded batches run their padded row count unpadded. Decode layers (the batch sizes an engine
+// captures into CUDA graphs) are replayed inside a CaptureScope: a lookup that misses the
+// in-memory cache there is refused as a "capture miss" with its key diff, and nothing compiles.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +21,8 @@ struct LayerReplay {
   equivalence::ReplayKernelStats stats;              // kernel "moe_layer": launches, runtime compiles, unwarmed, errors
   std::vector<equivalence::ReplayFinding> findings;  // at most max_findings
   std::size_t layers = 0;                            // plans replayed
+  std::size_t captured = 0;                          // of them, decode plans replayed inside a CaptureScope
+  std::size_t capture_refusals = 0;                  // lookups refused inside one (also runtime_compiles)
 };
 
 LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& trace, JitRuntime& rt,

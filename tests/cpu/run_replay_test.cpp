@@ -3,6 +3,7 @@
 // dsv4-flash); a deliberately unwarmed key is refused and reported with its JitKey difference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <numeric>
 #include <unordered_set>
@@ -12,9 +13,11 @@
 #include "equivalence/kernel_table.h"
 #include "equivalence/mutants/catalogue.h"
 #include "equivalence/oracles/moe_mul_sum.h"
+#include "replay/layer/layer_replay.h"
 #include "replay/replay.h"
 #include "replay/replay_pipeline.h"
 #include "tests/support/numeric.h"
+#include "warmup/device.h"
 #include "warmup/disk_cache.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
@@ -180,6 +183,53 @@ TEST(ReplayCompileOnly, unwarmedKeyIsRefusedAndReported) {
   EXPECT_NE(f.batch.find("offset="), std::string::npos) << f.batch;
   EXPECT_NE(f.message.find("refused"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("topk_ids:*i32:D -> topk_ids:*i32"), std::string::npos) << f.message;
+}
+
+// `warmkey run --layers`: decode layers replay inside a CaptureScope (what an engine captures into
+// a CUDA graph). Fully warmed, every capture is clean. With moe_mul_sum left out of warmup, each
+// decode layer's last lookup misses inside the capture and is refused ("capture miss", naming the
+// kernel and the nearest warmed key), and nothing compiles.
+TEST(ReplayLayers, decodeLayersReplayInsideACaptureScopeAndAMissThereIsRefused) {
+  const ModelConfig c = load_config("tiny");
+  const Trace trace = synthetic_trace(c, {1, 24});
+  const std::vector<const Kernel*> all = equivalence::builtin_registry().all();
+  {
+    RuntimeOptions ro;
+    ro.cache_dir = shared_cache();
+    JitRuntime rt(ro);
+    const auto warmed = warm(all, c, rt);
+    const layer::LayerReplay lr = layer::replay_layers(c, trace, rt, &warmed, 10);
+    EXPECT_GT(lr.layers, lr.captured);
+    EXPECT_GT(lr.captured, 0u) << "the synthetic trace has decode batches";
+    EXPECT_EQ(lr.capture_refusals, 0u);
+    EXPECT_TRUE(lr.stats.ok()) << (lr.findings.empty() ? "" : lr.findings.front().message);
+    EXPECT_FALSE(CaptureScope::open());
+  }
+  std::vector<const Kernel*> partial;
+  for (const Kernel* k : all) {
+    if (k->name() != "moe_mul_sum") partial.push_back(k);
+  }
+  RuntimeOptions ro;
+  ro.cache_dir = shared_cache();
+  JitRuntime rt(ro);
+  const auto warmed = warm(partial, c, rt);
+  const std::int64_t compiled = rt.compiler().programs_compiled();
+  const std::int64_t refused = CaptureScope::refusals().misses;
+  const layer::LayerReplay lr = layer::replay_layers(c, trace, rt, &warmed, 1000);
+  // The first capture that needs a mul_sum key is refused; an eager (prefill) lookup may then find
+  // that key in the disk cache and put it in memory, where a later capture hits it.
+  EXPECT_GT(lr.capture_refusals, 0u);
+  EXPECT_LE(lr.capture_refusals, lr.captured) << "at most one refused lookup per captured layer: its mul_sum";
+  EXPECT_EQ(CaptureScope::refusals().misses - refused, static_cast<std::int64_t>(lr.capture_refusals));
+  EXPECT_EQ(rt.compiler().programs_compiled(), compiled) << "nothing compiles while replaying";
+  EXPECT_FALSE(lr.stats.ok());
+  EXPECT_FALSE(CaptureScope::open()) << "a refusal closes its scope with the layer";
+  const auto miss = std::find_if(lr.findings.begin(), lr.findings.end(),
+                                 [](const ReplayFinding& f) { return f.kind == "capture miss"; });
+  ASSERT_NE(miss, lr.findings.end());
+  EXPECT_NE(miss->variant.find("(moe_mul_sum)"), std::string::npos) << miss->variant;
+  EXPECT_NE(miss->batch.find("decode"), std::string::npos) << miss->batch;
+  EXPECT_NE(miss->message.find("CUDA-graph capture"), std::string::npos) << miss->message;
 }
 
 TEST(ReplayCases, caseFolderIsWrittenWholeAndReplacesOnlyACaseFolder) {
