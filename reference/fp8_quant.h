@@ -1,5 +1,5 @@
 // Reference of fp8_quant: per-token-group fp8 e4m3 quantisation with fp32 or UE8M0 scales. The one
-// host quantiser: the layer reference and the layer runner's host glue (quantize_fp8_blocks) and
+// host quantiser: the layer reference (quantize_fp8_blocks) and
 // megamoe_prepare's exponent (megamoe_group_exponent) are built on it.
 #pragma once
 
@@ -29,7 +29,7 @@ void fp8_quant(const Eigen::Ref<const RowMatrixXf>& x, Eigen::Ref<RowMatrixXu8> 
                std::int64_t group_size, DType scale_dtype);
 
 // fp8_quant with 128-column groups, the e4m3 codes returned as their values in q (the form the
-// layer reference and the layer runner's host glue use).
+// layer reference uses).
 void quantize_fp8_blocks(const Eigen::Ref<const RowMatrixXf>& x, DType scale_dtype, Eigen::Ref<RowMatrixXf> q,
                          Eigen::Ref<RowMatrixXf> scale);
 
