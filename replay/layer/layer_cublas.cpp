@@ -96,7 +96,7 @@ Cublas::Cublas() {
 
 void Cublas::bind(Stream stream) {
   auto h = static_cast<cublasHandle_t>(handle_);
-  bind(stream);
+  check(api_->set_stream(h, static_cast<cudaStream_t>(stream)), "cublasSetStream");
   // cublasSetStream resets the workspace to the default pool: bind ours again.
   check(api_->set_workspace(h, workspace_->data(), kWorkspaceBytes), "cublasSetWorkspace");
 }
