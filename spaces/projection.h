@@ -104,9 +104,9 @@ struct KeyFields {
 };
 
 // Bytes that decide used_by(c) and warmup_keys(c) more finely than the projection, for a kernel whose
-// contract exposes what its warmup_keys() enumerates (fused_moe: FusedMoe::warmup_plan, whose
-// buckets hold only the layout, tile and value classes of each token range, so configs with other
-// expert counts, EP sizes or batch bounds often have the same keys). Writes them and returns true,
+// contract exposes what its warmup_keys() enumerates (a warmup plan whose buckets hold only the
+// layout, tile and value classes of each token range, so configs with other expert counts, EP
+// sizes or batch bounds often have the same keys). Writes them and returns true,
 // or returns false (no identity: the config's warm set is its own). The fuzz oracle looks a new
 // projection up by it before computing warmup_keys().
 using WarmupIdentity = bool (*)(const ModelConfig& c, std::string& out);
@@ -147,7 +147,7 @@ inline void class_points_of(std::int64_t lo, std::int64_t hi, const std::vector<
 }
 
 // Token buckets that start at 1 and after each cut b with b + 1 <= m, a bucket [lo, hi] (the last
-// ends at m) warming the classes of T = lo .. min(hi, lo + 31) (fused_moe, nvfp4_moe): with U the
+// ends at m) warming the classes of T = lo .. min(hi, lo + 31) (the grouped GEMMs): with U the
 // union of every GEMM's cuts and L the last start U gives below m, each GEMM's starts are the ones
 // <= L, and min(m, lo + 31) follows from L and min(m - L, 31): those two are the signature.
 inline void bucket_signature(const std::vector<std::int64_t>& cuts, std::int64_t m, std::string& out) {

@@ -17,6 +17,8 @@
 
 namespace warmkey {
 
+class FusedMoe;  // the contract (below): FusedMoeArgs::Contract
+
 // The tile one launch runs with. BLOCK_K is always one 128-byte row of elements (64 bf16/f16,
 // 128 fp8, 32 f32).
 struct FusedMoeTile {
@@ -31,6 +33,8 @@ struct FusedMoeTile {
 std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t);
 
 struct FusedMoeArgs {
+  using Contract = FusedMoe;  // validates, dispatches and launches these Args
+
   // [M, K]: W13 the hidden states (M = T), W2 the activations (M = T * top_k). bf16 | f16 | f32 |
   // f8e4m3; the last dim contiguous, the row stride any multiple of 16 bytes; any element-aligned
   // address.
