@@ -1,9 +1,10 @@
 // The kernel table: one descriptor row per kernel, the only registration (docs/DESIGN.md §1). A row
-// names the kernel's contract, its input space (spaces/<stem>.h: random draws and serving-batch
-// replay), its oracle (equivalence/oracles/<stem>.h: the kernel paired with its reference) and
-// its seeded mutants (equivalence/mutants/<stem>.cpp). The kernel registry of the CLI and the
-// orchestrator, the input spaces of the checkers, the oracles, the replay adapters and the mutant
-// catalogue all derive from it; the rows themselves are in equivalence/kernel_table.cpp.
+// names the kernel's contract, its input space (spaces/<stem>.h: random draws, serving-batch
+// replay and the config projection of its warmup keys), its oracle (equivalence/oracles/<stem>.h:
+// the kernel paired with its reference) and its seeded mutants (equivalence/mutants/<stem>.cpp).
+// The kernel registry of the CLI and the orchestrator, the input spaces of the checkers, the
+// config projections of the fuzz oracle, the oracles, the replay adapters and the mutant catalogue
+// all derive from it; the rows themselves are in equivalence/kernel_table.cpp.
 #pragma once
 
 #include <cstdint>

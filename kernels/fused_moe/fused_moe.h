@@ -185,7 +185,7 @@ class FusedMoe : public Contract<FusedMoeArgs> {
   // token buckets (the layout, the tile and the num_valid classes of each), the model's expert
   // bias and its index dtypes. warmup_keys() is keys_of(warmup_plan(config)), so configs with
   // equal plans have equal keys (the fuzz oracle shares one warm set among them:
-  // equivalence/config_projection.h, warmup_identity). The plan is canonical: a bucket holds only
+  // FusedMoeSpace::warmup_identity in spaces/fused_moe.h). The plan is canonical: a bucket holds only
   // the classes no earlier bucket of its layout and tile reached (the keys they would add repeat
   // earlier ones), and a bucket that adds none is left out, so configs with equal keys mostly have
   // equal plans.
