@@ -1,20 +1,14 @@
-// The warmup-key fields of each verified kernel and the projection of a config on them.
+// The projection of a config on a kernel's warmup-key fields (declared by its space, carried by its
+// row of the kernel table) and the checks that a declaration decides the keys.
 #include "equivalence/config_projection.h"
 
 #include <array>
 #include <bit>
 #include <exception>
 #include <functional>
-#include <map>
 #include <nlohmann/json.hpp>
 
-#include "kernels/batched_moe/batched_moe.h"
-#include "kernels/count_expert_tokens/count_expert_tokens.h"
-#include "kernels/eplb_map/eplb_map.h"
-#include "kernels/fused_moe/fused_moe.h"
-#include "kernels/moe_align/moe_align.h"
-#include "kernels/moe_mul_sum/moe_mul_sum.h"
-#include "kernels/nvfp4_moe/nvfp4_moe.h"
+#include "equivalence/kernel_table.h"
 #include "warmup/binder.h"
 #include "warmup/domain.h"
 #include "warmup/error.h"
@@ -31,21 +25,8 @@ constexpr std::array<std::string_view, kConfigFieldCount> kNames = {
 #undef WARMKEY_CONFIG_FIELD_NAME
 };
 
-// Byte encodings of the field types; a length before every variable-size value keeps the encoding
-// of a set of fields unambiguous.
-void put(std::string& out, std::int64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-void put(std::string& out, double v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-void put(std::string& out, bool v) { out.push_back(v ? '\1' : '\0'); }
-void put(std::string& out, DType v) { put(out, static_cast<std::int64_t>(v)); }
-void put(std::string& out, const std::string& v) {
-  put(out, static_cast<std::int64_t>(v.size()));
-  out.append(v);
-}
-template <class T>
-void put(std::string& out, const std::vector<T>& v) {
-  put(out, static_cast<std::int64_t>(v.size()));
-  for (const T& x : v) put(out, x);
-}
+using spaces::key_bytes::put;
+
 // A by_class field: its class representative (a field of another type reads as its value).
 void put_class(std::string& out, std::int64_t v) { put(out, rep(v)); }
 template <class T>
@@ -56,164 +37,6 @@ bool same_class(std::int64_t a, std::int64_t b) { return rep(a) == rep(b); }
 template <class T>
 bool same_class(const T& a, const T& b) {
   return a == b;
-}
-
-// ---- token signatures: how warmup_keys() reads max_num_batched_tokens (M) ----------------------
-
-template <std::size_t N>
-std::vector<std::int64_t> cuts_of(const std::int64_t (&b)[N]) {
-  return {std::begin(b), std::end(b)};
-}
-
-// class_points(lo, hi, cuts): the kernels that read M only as the value-class points of a range.
-void count_expert_tokens_tokens(const ModelConfig& c, std::string& out) {
-  const std::int64_t k = c.num_experts_per_tok;
-  put(out, class_points(k, c.max_num_batched_tokens * k, count_expert_tokens_boundaries()));
-}
-void moe_align_tokens(const ModelConfig& c, std::string& out) {
-  const std::int64_t k = c.num_experts_per_tok;
-  put(out, class_points(k, c.max_num_batched_tokens * k, cuts_of(kMoeAlignNumelBoundaries)));
-}
-void eplb_map_tokens(const ModelConfig& c, std::string& out) {
-  const std::int64_t k = c.num_experts_per_tok;
-  put(out, class_points(k, c.max_num_batched_tokens * k, cuts_of(kEplbMapNumelBoundaries)));
-}
-void moe_mul_sum_tokens(const ModelConfig& c, std::string& out) {
-  put(out, class_points(1, c.max_num_batched_tokens, cuts_of(kMoeMulSumTokenBoundaries)));
-}
-void batched_moe_tokens(const ModelConfig& c, std::string& out) {
-  put(out, class_points(1, c.max_num_batched_tokens, cuts_of(kBatchedMoeMaxTokensBoundaries)));
-}
-// swiglu_limit's row classes come from T = 1 .. min(M, 32).
-void swiglu_limit_tokens(const ModelConfig& c, std::string& out) {
-  put(out, std::min<std::int64_t>(c.max_num_batched_tokens, 32));
-}
-// fused_moe and nvfp4_moe: token buckets start at 1 and after each cut b with b + 1 <= M; a bucket
-// [lo, hi] (the last ends at M) warms the classes of T = lo .. min(hi, lo + 31). With U the union of
-// every GEMM's cuts and L the last start U gives below M, each GEMM's starts are the ones <= L,
-// and min(M, lo + 31) follows from L and min(M - L, 31): those two are the signature.
-void bucket_signature(const std::vector<std::int64_t>& cuts, std::int64_t m, std::string& out) {
-  std::int64_t last = 1;
-  for (std::int64_t b : cuts) {
-    if (b + 1 <= m) last = std::max(last, b + 1);
-  }
-  put(out, last);
-  put(out, std::min<std::int64_t>(m - last, 31));
-}
-void fused_moe_tokens(const ModelConfig& c, std::string& out) {
-  const std::int64_t k = c.num_experts_per_tok;
-  std::vector<std::int64_t> cuts = fused_moe_token_boundaries(k, c.num_local_experts());
-  const std::vector<std::int64_t> naive = fused_moe_token_boundaries(k, c.num_physical_experts());
-  cuts.insert(cuts.end(), naive.begin(), naive.end());
-  if (!c.fused_moe_tuned_config.empty()) {
-    const auto tuning = FusedMoeTuning::load_shared(c.fused_moe_tuned_config);
-    for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c)) {
-      const std::vector<std::int64_t> t = tuning->boundaries(g.n, g.k, g.dtype);
-      cuts.insert(cuts.end(), t.begin(), t.end());
-    }
-  }
-  bucket_signature(cuts, c.max_num_batched_tokens, out);
-}
-void nvfp4_moe_tokens(const ModelConfig& c, std::string& out) {
-  const std::int64_t k = c.num_experts_per_tok;
-  std::vector<std::int64_t> cuts = nvfp4_moe_token_boundaries(k, c.num_local_experts());
-  const std::vector<std::int64_t> naive = nvfp4_moe_token_boundaries(k, c.num_physical_experts());
-  cuts.insert(cuts.end(), naive.begin(), naive.end());
-  bucket_signature(cuts, c.max_num_batched_tokens, out);
-}
-
-// fused_moe's identity: used_by() (has_backend("triton") and the GEMMs, which are the plan's parts)
-// and the WarmupPlan warmup_keys() enumerates, each part's GEMM fields and buckets; the index dtypes
-// only when a bucket is naive (keys_of() reads them for naive buckets only).
-bool fused_moe_identity(const ModelConfig& c, std::string& out) {
-  const bool triton = c.has_backend("triton");
-  put(out, triton);
-  if (!triton) return true;
-  FusedMoe::WarmupPlan plan;
-  try {
-    plan = FusedMoe::warmup_plan(c);
-  } catch (const std::exception&) {
-    return false;  // warmup_keys() throws too: its own set reports it
-  }
-  bool naive = false;
-  put(out, plan.has_bias);
-  put(out, static_cast<std::int64_t>(plan.parts.size()));
-  for (const FusedMoe::WarmupPart& part : plan.parts) {
-    const FusedMoe::Gemm& g = part.gemm;
-    put(out, g.n);
-    put(out, g.k);
-    put(out, g.top_k);
-    put(out, g.mul_routed_weight);
-    put(out, g.dtype);
-    put(out, g.out_dtype);
-    put(out, g.scale_dtype.has_value());
-    if (g.scale_dtype) put(out, *g.scale_dtype);
-    put(out, static_cast<std::int64_t>(part.buckets.size()));
-    for (const FusedMoe::WarmupBucket& b : part.buckets) {
-      naive = naive || b.naive;
-      put(out, b.naive);
-      for (std::int64_t v :
-           {b.tile.block_m, b.tile.block_n, b.tile.block_k, b.tile.group_m, b.tile.warps, b.tile.stages})
-        put(out, v);
-      put(out, static_cast<std::int64_t>(b.num_valid.size()));
-      for (std::int64_t nv : b.num_valid) put(out, nv);
-    }
-  }
-  if (naive) put(out, plan.index_dtypes);
-  return true;
-}
-
-constexpr std::uint8_t kTriton = 1, kBatched = 2, kNvfp4 = 4, kMegamoe = 8;  // bits of kBackendNames
-
-// What each kernel's used_by() and warmup_keys() read, helpers included (num_local_experts() and
-// num_physical_experts() read n_routed_experts, num_redundant_experts and ep_size; has_backend()
-// reads backends; FusedMoe::config_gemms reads the GEMM shapes, formats and dtypes;
-// routing_index_dtypes reads index_dtypes and has_backend("megamoe")). A field left out here is a bug the
-// projection property finds; a field listed that the kernel does not read only costs hits.
-const std::map<std::string, KeyFields, std::less<>>& declared() {
-  static const std::map<std::string, KeyFields, std::less<>> table = [] {
-    const ConfigFields gemms = fields_of({F::moe_intermediate_size, F::hidden_size, F::num_experts_per_tok,
-                                          F::act_dtype, F::expert_weight_formats, F::fp8_scale_dtype});
-    const ConfigFields experts = fields_of({F::n_routed_experts, F::num_redundant_experts, F::ep_size});
-    std::map<std::string, KeyFields, std::less<>> t;
-    t["batched_moe"] = {gemms, 0, &batched_moe_tokens, kBatched};
-    t["compute_identity"] = {fields_of({F::n_identity_experts, F::index_dtypes, F::max_num_batched_tokens, F::act_dtype,
-                                        F::num_experts_per_tok, F::hidden_size})};
-    t["count_expert_tokens"] = {experts | fields_of({F::num_experts_per_tok, F::index_dtypes}), 0,
-                                &count_expert_tokens_tokens};
-    t["deepep_globalize"] = {fields_of({F::ep_size, F::num_experts_per_tok, F::max_num_batched_tokens})};
-    // dsv4_topk reads the sentinel only as rep(image_sentinel_lo) (the keys' sentinel_lo).
-    t["dsv4_topk"] = {fields_of({F::scoring_func, F::index_dtypes, F::vision, F::num_hash_layers, F::n_routed_experts,
-                                 F::num_experts_per_tok, F::norm_topk_prob}),
-                      fields_of({F::image_sentinel_lo}), nullptr, kMegamoe};
-    t["ep_gather"] = {
-        fields_of({F::ep_size, F::max_num_batched_tokens, F::act_dtype, F::num_experts_per_tok, F::hidden_size})};
-    t["ep_scatter"] = {experts | fields_of({F::max_num_batched_tokens, F::hidden_size, F::num_experts_per_tok})};
-    t["eplb_map"] = {experts | fields_of({F::eplb, F::num_experts_per_tok, F::index_dtypes, F::eplb_max_slots}), 0,
-                     &eplb_map_tokens, kMegamoe};
-    t["fp8_quant"] = {fields_of({F::expert_weight_formats, F::act_dtype, F::fp8_scale_dtype, F::quant_block}), 0,
-                      nullptr, kTriton};
-    t["fused_moe"] = {gemms | experts | fields_of({F::fused_moe_tuned_config, F::index_dtypes, F::moe_expert_bias}), 0,
-                      &fused_moe_tokens, kTriton};
-    t["lora_moe"] = {fields_of({F::lora, F::act_dtype, F::num_experts_per_tok, F::max_num_batched_tokens,
-                                F::moe_intermediate_size, F::hidden_size}),
-                     0, nullptr, kTriton | kNvfp4};
-    t["megamoe_prepare"] = {
-        fields_of({F::max_num_batched_tokens, F::act_dtype, F::hidden_size, F::num_experts_per_tok}), 0, nullptr,
-        kMegamoe};
-    t["moe_align"] = {experts | fields_of({F::num_experts_per_tok, F::index_dtypes}), 0, &moe_align_tokens,
-                      kTriton | kNvfp4 | kMegamoe};
-    t["moe_mul_sum"] = {fields_of({F::act_dtype, F::ep_size, F::index_dtypes, F::num_experts_per_tok, F::hidden_size}),
-                        0, &moe_mul_sum_tokens, kTriton | kNvfp4};
-    t["nvfp4_moe"] = {experts | fields_of({F::num_experts_per_tok, F::index_dtypes, F::moe_expert_bias, F::act_dtype,
-                                           F::moe_intermediate_size, F::hidden_size}),
-                      0, &nvfp4_moe_tokens, kNvfp4};
-    t["swiglu_limit"] = {fields_of({F::index_dtypes, F::ep_size, F::act_dtype, F::swiglu_limit, F::num_experts_per_tok,
-                                    F::moe_intermediate_size}),
-                         0, &swiglu_limit_tokens, kTriton | kNvfp4};
-    return t;
-  }();
-  return table;
 }
 
 std::string outcome_text(const WarmupKeysOutcome& o) {
@@ -273,13 +96,14 @@ bool field_equal(const ModelConfig& a, const ModelConfig& b, ConfigField f) {
 }
 
 std::optional<KeyFields> warmup_key_fields(std::string_view kernel) {
-  auto it = declared().find(kernel);
-  if (it == declared().end()) return std::nullopt;
-  return it->second;
+  const KernelDescriptor* row = find_kernel(kernel);
+  if (row == nullptr || !row->projection) return std::nullopt;
+  return row->projection->fields;
 }
 
 WarmupIdentity warmup_identity(std::string_view kernel) {
-  return kernel == "fused_moe" ? &fused_moe_identity : nullptr;
+  const KernelDescriptor* row = find_kernel(kernel);
+  return row != nullptr && row->projection ? row->projection->identity : nullptr;
 }
 
 bool agree_on(const ModelConfig& a, const ModelConfig& b, ConfigField f, const KeyFields& fields) {

@@ -62,11 +62,12 @@ class TracingDraw final : public spaces::Draw {
 // of them. A draw hit skips warmup_keys() and the set. (Every input's config is decoded: a table of
 // the byte prefixes configs were decoded from, probed at each prefix length before decoding, took
 // more CPU in cache misses than the decoding it spared; docs/PERFORMANCE.md, sixth pass.)
-// A new config whose projection on the kernel's warmup-key fields (equivalence/config_projection.h)
-// was seen before shares that config's warm set: the same keys (the projection property), so the
-// same verdicts; only its name (in reports) and the runtime input's draws are its own. A new
-// projection whose warmup identity (the kernel's, where it declares one) was seen before shares
-// that set too, for the same reason (the identity property).
+// A new config whose projection on the kernel's warmup-key fields (its row's projection:
+// spaces/projection.h, equivalence/config_projection.h) was seen before shares that config's warm
+// set: the same keys (the projection property), so the same verdicts; only its name (in reports)
+// and the runtime input's draws are its own. A new projection whose warmup identity (the
+// kernel's, where it declares one) was seen before shares that set too, for the same reason (the
+// identity property).
 struct FuzzState {
   // Past this many keys and configs in all, the oldest warm sets are dropped, one or two per
   // new config: bounded memory without a pause (dropping thousands of sets at once once stalled an
@@ -226,9 +227,9 @@ FuzzState& state_of(std::string_view kernel) {
       st->planted = mutant->make(row->contract());
       st->kernel = st->planted.get();
     }
-    if (!st->planted) {
-      st->fields = warmup_key_fields(kernel);
-      st->identity = warmup_identity(kernel);
+    if (!st->planted && row->projection) {
+      st->fields = row->projection->fields;
+      st->identity = row->projection->identity;
     }
     it = states.emplace(std::string(kernel), std::move(st)).first;
   }

@@ -1,9 +1,10 @@
 // The kernel table: one descriptor row per kernel, the only registration (docs/DESIGN.md §1). A row
-// names the kernel's contract, its input space (spaces/<stem>.h: random draws and serving-batch
-// replay), its oracle (equivalence/oracles/<stem>.h: the kernel paired with its reference) and
-// its seeded mutants (equivalence/mutants/<stem>.cpp). The kernel registry of the CLI and the
-// orchestrator, the input spaces of the checkers, the oracles, the replay adapters and the mutant
-// catalogue all derive from it; the rows themselves are in equivalence/kernel_table.cpp.
+// names the kernel's contract, its input space (spaces/<stem>.h: random draws, serving-batch
+// replay and the config projection of its warmup keys), its oracle (equivalence/oracles/<stem>.h:
+// the kernel paired with its reference) and its seeded mutants (equivalence/mutants/<stem>.cpp).
+// The kernel registry of the CLI and the orchestrator, the input spaces of the checkers, the
+// config projections of the fuzz oracle, the oracles, the replay adapters and the mutant catalogue
+// all derive from it; the rows themselves are in equivalence/kernel_table.cpp.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/oracle.h"
+#include "spaces/projection.h"
 #include "spaces/serving.h"
 #include "spaces/space.h"
 #include "warmup/registry.h"
@@ -57,6 +59,9 @@ struct KernelDescriptor {
   std::string name;
   std::function<std::unique_ptr<Kernel>()> make_contract;
   std::optional<spaces::InputSpace> space;
+  // What of a config decides the kernel's warmup keys (its space's projection(): spaces/projection.h);
+  // none: the fuzz oracle computes warmup_keys() per config (equivalence/config_projection.h).
+  std::optional<spaces::ConfigProjection> projection;
   // The launches `kernel` (this row's contract, or a mutant of it) makes for ctx.batch, each with
   // its oracle case; empty without a space.
   std::function<std::vector<ReplayLaunch>(const Kernel& kernel, const spaces::ReplayContext& ctx)> replay;
@@ -165,12 +170,18 @@ KernelDescriptor contract_row() {
 }
 
 // The row of a kernel with an input space (a struct with `using Contract`, `using Args`, kName,
-// `draw` and `replay`: spaces/space.h), an oracle (`make_case(Args, config, seed)`,
-// `compute_reference`, `run_on_device`: equivalence/oracle.h; void for none yet) and mutants.
+// `draw` and `replay`, and optionally `projection()`: spaces/space.h), an oracle
+// (`make_case(Args, config, seed)`, `compute_reference`, `run_on_device`: equivalence/oracle.h;
+// void for none yet) and mutants.
 template <class Space, class TypedOracle = void>
 KernelDescriptor kernel_row(std::vector<Mutant> mutants = {}) {
+  if constexpr (requires { typename Space::Args::Contract; }) {
+    static_assert(std::is_same_v<typename Space::Args::Contract, typename Space::Contract>,
+                  "the space's Contract must be the one its Args name");
+  }
   KernelDescriptor d = detail::contract_only<typename Space::Contract>();
   d.space = spaces::space_entry<Space>();
+  if constexpr (requires { Space::projection(); }) d.projection = Space::projection();
   d.replay = &detail::replay<Space, TypedOracle>;
   if constexpr (!std::is_void_v<TypedOracle>) {
     d.oracle = std::make_shared<const TypedOracle>();

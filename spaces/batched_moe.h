@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/batched_moe/batched_moe.h"
+#include "spaces/fused_moe.h"
 #include "spaces/space.h"
 
 namespace warmkey::spaces {
@@ -14,6 +15,16 @@ struct BatchedMoeSpace {
   using Contract = BatchedMoe;
   using Args = BatchedMoeArgs;
   static constexpr std::string_view kName = "batched_moe";
+
+  // What used_by() and warmup_keys() read (spaces/projection.h): BatchedMoe::config_gemms reads
+  // FusedMoe::config_gemms's fields; has_backend("batched").
+  static ConfigProjection projection() {
+    return {{FusedMoeSpace::kConfigGemmsFields, 0, &projection_tokens, kBatchedBackend}};
+  }
+  // M as the value-class points of the per-expert capacity [1, M] and the tile heuristic's cuts.
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    key_bytes::class_points_of(1, c.max_num_batched_tokens, key_bytes::cuts_of(kBatchedMoeMaxTokensBoundaries), out);
+  }
 
   // The Args of GEMM g with max_tokens rows per expert; a and c at the given byte offsets.
   static Args serving_args(const ModelConfig& c, const BatchedMoe::Gemm& g, std::int64_t max_tokens, int a_align,

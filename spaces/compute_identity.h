@@ -15,6 +15,13 @@ struct ComputeIdentitySpace {
   using Args = ComputeIdentityArgs;
   static constexpr std::string_view kName = "compute_identity";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::n_identity_experts, F::index_dtypes, F::max_num_batched_tokens, F::act_dtype,
+                        F::num_experts_per_tok, F::hidden_size})}};
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     // The mark at 16 tokens: a launching batch whose row count is a multiple of 16 for any K (the
     // enumeration's first member of that class is the empty batch, which launches nothing).

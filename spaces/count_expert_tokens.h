@@ -15,6 +15,17 @@ struct CountExpertTokensSpace {
   using Args = CountExpertTokensArgs;
   static constexpr std::string_view kName = "count_expert_tokens";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{kExpertCountFields | fields_of({F::num_experts_per_tok, F::index_dtypes}), 0, &projection_tokens}};
+  }
+  // M as the value-class points of numel in [K, M K] and the block-size boundaries.
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    const std::int64_t k = c.num_experts_per_tok;
+    key_bytes::class_points_of(k, c.max_num_batched_tokens * k, count_expert_tokens_boundaries(), out);
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::int64_t k = c.num_experts_per_tok;
     const std::vector<std::int64_t> numel_marks = count_expert_tokens_boundaries();

@@ -15,6 +15,12 @@ struct DeepepGlobalizeSpace {
   using Args = DeepepGlobalizeArgs;
   static constexpr std::string_view kName = "deepep_globalize";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::ep_size, F::num_experts_per_tok, F::max_num_batched_tokens})}};
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::int64_t ranks = std::max<std::int64_t>(c.ep_size, 1), k = c.num_experts_per_tok;
     const std::int64_t n = d.integer("recv_rows", 0, c.max_num_batched_tokens * ranks, {16});

@@ -15,6 +15,15 @@ struct Dsv4TopkSpace {
   using Args = Dsv4TopkArgs;
   static constexpr std::string_view kName = "dsv4_topk";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h); the sentinel only as
+  // rep(image_sentinel_lo) (the keys' sentinel_lo).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::scoring_func, F::index_dtypes, F::vision, F::num_hash_layers, F::n_routed_experts,
+                        F::num_experts_per_tok, F::norm_topk_prob}),
+             fields_of({F::image_sentinel_lo}), nullptr, kMegamoeBackend}};
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens);
     const std::int64_t e = c.n_routed_experts, k = c.num_experts_per_tok;

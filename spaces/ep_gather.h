@@ -16,6 +16,12 @@ struct EpGatherSpace {
   using Args = EpGatherArgs;
   static constexpr std::string_view kName = "ep_gather";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::ep_size, F::max_num_batched_tokens, F::act_dtype, F::num_experts_per_tok, F::hidden_size})}};
+  }
+
   static Args make(DType dtype, std::int64_t n, std::int64_t k, std::int64_t h, std::int64_t m, int in_off,
                    int out_off) {
     Args a;

@@ -15,6 +15,12 @@ struct EpScatterSpace {
   using Args = EpScatterArgs;
   static constexpr std::string_view kName = "ep_scatter";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{kExpertCountFields | fields_of({F::max_num_batched_tokens, F::hidden_size, F::num_experts_per_tok})}};
+  }
+
   static Args make(std::int64_t n, std::int64_t h, std::int64_t k, std::int64_t e, bool packed, int x_off,
                    std::int64_t first_expert) {
     const std::int64_t m = ep_scatter_out_rows(n, k, e), sc = ep_scatter_scale_cols(h, packed);

@@ -18,6 +18,18 @@ struct EplbMapSpace {
   using Args = EplbMapArgs;
   static constexpr std::string_view kName = "eplb_map";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{kExpertCountFields | fields_of({F::eplb, F::num_experts_per_tok, F::index_dtypes, F::eplb_max_slots}), 0,
+             &projection_tokens, kMegamoeBackend}};
+  }
+  // M as the value-class points of numel in [K, M K] and the kernel's numel boundaries.
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    const std::int64_t k = c.num_experts_per_tok;
+    key_bytes::class_points_of(k, c.max_num_batched_tokens * k, key_bytes::cuts_of(kEplbMapNumelBoundaries), out);
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::int64_t k = c.num_experts_per_tok;
     std::vector<std::int64_t> marks;

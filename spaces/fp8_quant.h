@@ -14,6 +14,13 @@ struct Fp8QuantSpace {
   using Args = Fp8QuantArgs;
   static constexpr std::string_view kName = "fp8_quant";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::expert_weight_formats, F::act_dtype, F::fp8_scale_dtype, F::quant_block}), 0, nullptr,
+             kTritonBackend}};
+  }
+
   // rows x width of the config's dtypes: x with row stride `stride` at byte offset x_off, scales at
   // scale_off.
   static Args make(const ModelConfig& c, std::int64_t rows, std::int64_t width, std::int64_t stride, int x_off,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,6 +24,80 @@ struct FusedMoeSpace {
   using Contract = FusedMoe;
   using Args = FusedMoeArgs;
   static constexpr std::string_view kName = "fused_moe";
+
+  // What FusedMoe::config_gemms reads: the GEMM shapes, weight formats and dtypes (batched_moe's
+  // GEMMs are the same).
+  static constexpr ConfigFields kConfigGemmsFields =
+      fields_of({ConfigField::moe_intermediate_size, ConfigField::hidden_size, ConfigField::num_experts_per_tok,
+                 ConfigField::act_dtype, ConfigField::expert_weight_formats, ConfigField::fp8_scale_dtype});
+
+  // What used_by() and warmup_keys() read (spaces/projection.h), and the warmup plan as a finer
+  // identity.
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{kConfigGemmsFields | kExpertCountFields |
+                 fields_of({F::fused_moe_tuned_config, F::index_dtypes, F::moe_expert_bias}),
+             0, &projection_tokens, kTritonBackend},
+            &warmup_identity};
+  }
+  // M through the token buckets of every GEMM: the local and the naive experts' boundaries and
+  // the tuned file's.
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    const std::int64_t k = c.num_experts_per_tok;
+    std::vector<std::int64_t> cuts = fused_moe_token_boundaries(k, c.num_local_experts());
+    const std::vector<std::int64_t> naive = fused_moe_token_boundaries(k, c.num_physical_experts());
+    cuts.insert(cuts.end(), naive.begin(), naive.end());
+    if (!c.fused_moe_tuned_config.empty()) {
+      const auto tuning = FusedMoeTuning::load_shared(c.fused_moe_tuned_config);
+      for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c)) {
+        const std::vector<std::int64_t> t = tuning->boundaries(g.n, g.k, g.dtype);
+        cuts.insert(cuts.end(), t.begin(), t.end());
+      }
+    }
+    key_bytes::bucket_signature(cuts, c.max_num_batched_tokens, out);
+  }
+  // The warmup identity (spaces/projection.h): used_by() (has_backend("triton") and the GEMMs,
+  // which are the plan's parts) and the WarmupPlan warmup_keys() enumerates, each part's GEMM fields
+  // and buckets; the index dtypes only when a bucket is naive (keys_of() reads them for naive
+  // buckets only).
+  static bool warmup_identity(const ModelConfig& c, std::string& out) {
+    using key_bytes::put;
+    const bool triton = c.has_backend("triton");
+    put(out, triton);
+    if (!triton) return true;
+    FusedMoe::WarmupPlan plan;
+    try {
+      plan = FusedMoe::warmup_plan(c);
+    } catch (const std::exception&) {
+      return false;  // warmup_keys() throws too: its own set reports it
+    }
+    bool naive = false;
+    put(out, plan.has_bias);
+    put(out, static_cast<std::int64_t>(plan.parts.size()));
+    for (const FusedMoe::WarmupPart& part : plan.parts) {
+      const FusedMoe::Gemm& g = part.gemm;
+      put(out, g.n);
+      put(out, g.k);
+      put(out, g.top_k);
+      put(out, g.mul_routed_weight);
+      put(out, g.dtype);
+      put(out, g.out_dtype);
+      put(out, g.scale_dtype.has_value());
+      if (g.scale_dtype) put(out, *g.scale_dtype);
+      put(out, static_cast<std::int64_t>(part.buckets.size()));
+      for (const FusedMoe::WarmupBucket& b : part.buckets) {
+        naive = naive || b.naive;
+        put(out, b.naive);
+        for (std::int64_t v :
+             {b.tile.block_m, b.tile.block_n, b.tile.block_k, b.tile.group_m, b.tile.warps, b.tile.stages})
+          put(out, v);
+        put(out, static_cast<std::int64_t>(b.num_valid.size()));
+        for (std::int64_t nv : b.num_valid) put(out, nv);
+      }
+    }
+    if (naive) put(out, plan.index_dtypes);
+    return true;
+  }
 
   // The config's tuned file, parsed once per name (the draws call this per input).
   static const FusedMoeTuning& tuning(const std::string& name) {

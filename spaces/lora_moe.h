@@ -16,6 +16,14 @@ struct LoraMoeSpace {
   using Args = LoraMoeArgs;
   static constexpr std::string_view kName = "lora_moe";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::lora, F::act_dtype, F::num_experts_per_tok, F::max_num_batched_tokens,
+                        F::moe_intermediate_size, F::hidden_size}),
+             0, nullptr, kTritonBackend | kNvfp4Backend}};
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     const bool fin = d.pick("mode", 2) == 1;
     // The mark at 16 tokens: a launching batch whose row count is a multiple of 16 for any K (the

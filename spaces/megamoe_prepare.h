@@ -13,6 +13,13 @@ struct MegamoePrepareSpace {
   using Args = MegamoePrepareArgs;
   static constexpr std::string_view kName = "megamoe_prepare";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::max_num_batched_tokens, F::act_dtype, F::hidden_size, F::num_experts_per_tok}), 0, nullptr,
+             kMegamoeBackend}};
+  }
+
   static Args make(DType dtype, std::int64_t t, std::int64_t h, std::int64_t k, int x_off, std::int64_t real) {
     Args a;
     a.x = Tensor::meta(dtype, {t, h}, x_off);

@@ -13,6 +13,17 @@ struct MoeMulSumSpace {
   using Args = MoeMulSumArgs;
   static constexpr std::string_view kName = "moe_mul_sum";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::act_dtype, F::ep_size, F::index_dtypes, F::num_experts_per_tok, F::hidden_size}), 0,
+             &projection_tokens, kTritonBackend | kNvfp4Backend}};
+  }
+  // M as the value-class points of T in [1, M] and the kernel's token boundaries.
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    key_bytes::class_points_of(1, c.max_num_batched_tokens, key_bytes::cuts_of(kMoeMulSumTokenBoundaries), out);
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, kMoeMulSumTokenBoundaries);
     const std::int64_t k = c.num_experts_per_tok;

@@ -22,6 +22,22 @@ struct Nvfp4MoeSpace {
   using Args = Nvfp4MoeArgs;
   static constexpr std::string_view kName = "nvfp4_moe";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{kExpertCountFields | fields_of({F::num_experts_per_tok, F::index_dtypes, F::moe_expert_bias, F::act_dtype,
+                                             F::moe_intermediate_size, F::hidden_size}),
+             0, &projection_tokens, kNvfp4Backend}};
+  }
+  // M through the token buckets of every GEMM (the local and the naive experts' boundaries).
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    const std::int64_t k = c.num_experts_per_tok;
+    std::vector<std::int64_t> cuts = nvfp4_moe_token_boundaries(k, c.num_local_experts());
+    const std::vector<std::int64_t> naive = nvfp4_moe_token_boundaries(k, c.num_physical_experts());
+    cuts.insert(cuts.end(), naive.begin(), naive.end());
+    key_bytes::bucket_signature(cuts, c.max_num_batched_tokens, out);
+  }
+
   // The token counts where the engine's choice changes (each `T <= b`).
   static std::vector<std::int64_t> token_marks(const ModelConfig& c) {
     std::vector<std::int64_t> m = nvfp4_moe_token_boundaries(c.num_experts_per_tok, c.num_local_experts());

@@ -4,6 +4,7 @@
 //     using Contract = <Stem>;  using Args = <Stem>Args;  static constexpr std::string_view kName = "<stem>";
 //     static Args draw(Draw& d, const ModelConfig& c);                            // every valid runtime input
 //     static std::vector<Variant<Args>> replay(const ReplayContext& ctx);         // what serving passes per batch
+//     static ConfigProjection projection();  // the config fields used_by()/warmup_keys() read (spaces/projection.h)
 //   };
 // space_entry<> wraps draw into functions that evaluate a kernel (the real contract or a mutant of
 // it) on drawn inputs, so the checkers, certificates, fuzzers and benches loop over the kernel
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "spaces/draw.h"
+#include "spaces/projection.h"
 #include "spaces/serving.h"
 #include "warmup/contract.h"
 #include "warmup/error.h"

@@ -14,6 +14,18 @@ struct SwigluLimitSpace {
   using Args = SwigluLimitArgs;
   static constexpr std::string_view kName = "swiglu_limit";
 
+  // What used_by() and warmup_keys() read (spaces/projection.h).
+  static ConfigProjection projection() {
+    using F = ConfigField;
+    return {{fields_of({F::index_dtypes, F::ep_size, F::act_dtype, F::swiglu_limit, F::num_experts_per_tok,
+                        F::moe_intermediate_size}),
+             0, &projection_tokens, kTritonBackend | kNvfp4Backend}};
+  }
+  // The row classes come from T = 1 .. min(M, 32).
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    key_bytes::put(out, std::min<std::int64_t>(c.max_num_batched_tokens, 32));
+  }
+
   static Args draw(Draw& d, const ModelConfig& c) {
     // The mark at 16 tokens: a launching batch whose row count is a multiple of 16 for any K (the
     // enumeration's first member of that class is the empty batch, which launches nothing).

@@ -14,7 +14,11 @@
 
 namespace warmkey {
 
+class BatchedMoe;  // the contract (below): BatchedMoeArgs::Contract
+
 struct BatchedMoeArgs {
+  using Contract = BatchedMoe;  // validates, dispatches and launches these Args
+
   // [E, max_tokens, K] bf16 | f16 | f32 | f8e4m3: the tokens each local expert received; the last
   // dim contiguous, both other strides multiples of 16 bytes; any element-aligned address.
   Tensor a;

@@ -9,7 +9,11 @@
 
 namespace warmkey {
 
+class ComputeIdentity;  // the contract (below): ComputeIdentityArgs::Contract
+
 struct ComputeIdentityArgs {
+  using Contract = ComputeIdentity;  // validates, dispatches and launches these Args
+
   Tensor x;                         // [T, H] f32 | f16 | bf16, contiguous: the layer's input hidden states
   Tensor topk_ids;                  // [T, K] i32 | u32 | i64, contiguous: router ids (identity experts
                                     // are first_identity .. first_identity + num_identity - 1)

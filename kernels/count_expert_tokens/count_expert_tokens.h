@@ -9,7 +9,11 @@
 
 namespace warmkey {
 
+class CountExpertTokens;  // the contract (below): CountExpertTokensArgs::Contract
+
 struct CountExpertTokensArgs {
+  using Contract = CountExpertTokens;  // validates, dispatches and launches these Args
+
   Tensor topk_ids;                   // any shape (read flat: numel ids), i32 | u32 | i64, contiguous
   std::optional<Tensor> expert_map;  // [E] i32, contiguous: global expert -> local expert or -1
   Tensor counts;                     // [E_local] i32, contiguous; E_local <= kMaxLocalExperts

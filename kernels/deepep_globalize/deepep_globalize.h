@@ -9,7 +9,11 @@
 
 namespace warmkey {
 
+class DeepepGlobalize;  // the contract (below): DeepepGlobalizeArgs::Contract
+
 struct DeepepGlobalizeArgs {
+  using Contract = DeepepGlobalize;  // validates, dispatches and launches these Args
+
   Tensor recv_topk_idx;                 // [N, K] i64, contiguous, in place: N rows allocated for the worst case
                                         // (every rank sends every token); rows >= num_recv hold garbage
   Tensor recv_prefix;                   // [R] i32: inclusive prefix sum of the rows received from each source rank;

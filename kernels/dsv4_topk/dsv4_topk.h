@@ -10,7 +10,11 @@
 
 namespace warmkey {
 
+class Dsv4Topk;  // the contract (below): Dsv4TopkArgs::Contract
+
 struct Dsv4TopkArgs {
+  using Contract = Dsv4Topk;  // validates, dispatches and launches these Args
+
   Tensor logits;                             // [T, E] f32, unit stride along E, row stride >= E: router logits
   std::optional<Tensor> bias;                // [E] f32, contiguous: correction bias (selection only); required
                                              // without tid2eid, unused with it (hash layers have none)

@@ -10,7 +10,11 @@
 
 namespace warmkey {
 
+class EpGather;  // the contract (below): EpGatherArgs::Contract
+
 struct EpGatherArgs {
+  using Contract = EpGather;  // validates, dispatches and launches these Args
+
   Tensor input;             // [M, H] f32 | f16 | bf16, contiguous: the local expert GEMMs' output rows
   Tensor recv_topk_ids;     // [N, K] i64, contiguous: the slot's expert (< 0: not computed here)
   Tensor recv_topk_weight;  // [N, K] f32, contiguous: routed weights

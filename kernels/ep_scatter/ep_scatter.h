@@ -10,7 +10,11 @@
 
 namespace warmkey {
 
+class EpScatter;  // the contract (below): EpScatterArgs::Contract
+
 struct EpScatterArgs {
+  using Contract = EpScatter;  // validates, dispatches and launches these Args
+
   Tensor recv_x;                      // [N, H] f8e4m3, contiguous: received token rows
   Tensor recv_x_scale;                // [N, H / 128] f32 (one scale per 128 columns) or, packed, [N, ceil(H / 512)]
                                       // i32 (four UE8M0 exponents per int, block 4i + g in byte g), contiguous

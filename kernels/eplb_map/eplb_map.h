@@ -10,7 +10,11 @@
 
 namespace warmkey {
 
+class EplbMap;  // the contract (below): EplbMapArgs::Contract
+
 struct EplbMapArgs {
+  using Contract = EplbMap;  // validates, dispatches and launches these Args
+
   Tensor ids;            // [T, K] i32 | i64, contiguous: logical expert ids (-1 and others outside [0, L) map to -1)
   Tensor replica_count;  // [L] i64, contiguous: replicas of each logical expert
   Tensor l2p;            // [L, slots] i64, contiguous: replica r of expert e is physical l2p[e, r]

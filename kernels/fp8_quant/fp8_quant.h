@@ -12,7 +12,11 @@
 
 namespace warmkey {
 
+class Fp8Quant;  // the contract (below): Fp8QuantArgs::Contract
+
 struct Fp8QuantArgs {
+  using Contract = Fp8Quant;  // validates, dispatches and launches these Args
+
   Tensor x;      // [T, H] bf16 | f16 | f32, unit column stride, row stride >= H (elements): the activations
   Tensor q;      // [T, H] f8e4m3, contiguous, 16-byte aligned: out
   Tensor scale;  // [T, H / G] f32 | ue8m0 (2^(byte - 127)), contiguous: out, the scale of each group

@@ -17,6 +17,8 @@
 
 namespace warmkey {
 
+class FusedMoe;  // the contract (below): FusedMoeArgs::Contract
+
 // The tile one launch runs with. BLOCK_K is always one 128-byte row of elements (64 bf16/f16,
 // 128 fp8, 32 f32).
 struct FusedMoeTile {
@@ -31,6 +33,8 @@ struct FusedMoeTile {
 std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t);
 
 struct FusedMoeArgs {
+  using Contract = FusedMoe;  // validates, dispatches and launches these Args
+
   // [M, K]: W13 the hidden states (M = T), W2 the activations (M = T * top_k). bf16 | f16 | f32 |
   // f8e4m3; the last dim contiguous, the row stride any multiple of 16 bytes; any element-aligned
   // address.
@@ -181,7 +185,7 @@ class FusedMoe : public Contract<FusedMoeArgs> {
   // token buckets (the layout, the tile and the num_valid classes of each), the model's expert
   // bias and its index dtypes. warmup_keys() is keys_of(warmup_plan(config)), so configs with
   // equal plans have equal keys (the fuzz oracle shares one warm set among them:
-  // equivalence/config_projection.h, warmup_identity). The plan is canonical: a bucket holds only
+  // FusedMoeSpace::warmup_identity in spaces/fused_moe.h). The plan is canonical: a bucket holds only
   // the classes no earlier bucket of its layout and tile reached (the keys they would add repeat
   // earlier ones), and a bucket that adds none is left out, so configs with equal keys mostly have
   // equal plans.

@@ -13,10 +13,14 @@
 
 namespace warmkey {
 
+class LoraMoe;  // the contract (below): LoraMoeArgs::Contract
+
 enum class LoraMoeMode { unpermute, finalize };
 std::string_view lora_moe_mode_name(LoraMoeMode m);
 
 struct LoraMoeArgs {
+  using Contract = LoraMoe;  // validates, dispatches and launches these Args
+
   LoraMoeMode mode = LoraMoeMode::unpermute;
   Tensor src;                     // f32 | f16 | bf16 [N, C], contiguous: unpermute `act` (sorted rows),
                                   // finalize `gemm2` (the W2 output, sorted rows)

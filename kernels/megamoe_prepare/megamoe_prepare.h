@@ -10,7 +10,11 @@
 
 namespace warmkey {
 
+class MegamoePrepare;  // the contract (below): MegamoePrepareArgs::Contract
+
 struct MegamoePrepareArgs {
+  using Contract = MegamoePrepare;  // validates, dispatches and launches these Args
+
   Tensor x;                     // [T, H] bf16 | f16 | f32, contiguous, H % 128 == 0: the layer's input
   Tensor topk_ids;              // [T, K] i64, contiguous: router ids
   Tensor topk_weights;          // [T, K] f32, contiguous: routed weights

@@ -10,7 +10,11 @@
 
 namespace warmkey {
 
+class MoeAlign;  // the contract (below): MoeAlignArgs::Contract
+
 struct MoeAlignArgs {
+  using Contract = MoeAlign;  // validates, dispatches and launches these Args
+
   Tensor topk_ids;                   // [T, K] (any shape, read flat), i32 | u32 | i64, contiguous
   std::optional<Tensor> expert_map;  // [E] i32, contiguous: expert -> local expert or -1 (non-local)
   Tensor sorted_token_ids;           // [>= moe_align_sorted_size(numel, E, BLOCK_M)] i32, contiguous (out)

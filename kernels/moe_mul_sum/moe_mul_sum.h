@@ -9,7 +9,11 @@
 
 namespace warmkey {
 
+class MoeMulSum;  // the contract (below): MoeMulSumArgs::Contract
+
 struct MoeMulSumArgs {
+  using Contract = MoeMulSum;  // validates, dispatches and launches these Args
+
   Tensor x;                          // [T, K, H] f32 | f16 | bf16, contiguous: expert outputs per slot
   Tensor weights;                    // [T, K] f32, contiguous: routed weights
   std::optional<Tensor> topk_ids;    // [T, K] i32 | u32 | i64, contiguous; given with expert_map

@@ -15,11 +15,15 @@
 
 namespace warmkey {
 
+class Nvfp4Moe;  // the contract (below): Nvfp4MoeArgs::Contract
+
 // The runtime inputs. The layout fields (sorted_token_ids, expert_ids, num_tokens_post_padded,
 // top_k) and a, c, bias, topk_weights mean what they mean for fused_moe (FusedMoeArgs); the weights
 // are the three NVFP4 tensors. Decoded weight of expert e, output column n, reduction index k:
 //   W[e, n, k] = e2m1(nibble k of b[e, n]) * e4m3(b_scale[e, n, k / 16]) * b_global_scale[e]
 struct Nvfp4MoeArgs {
+  using Contract = Nvfp4Moe;  // validates, dispatches and launches these Args
+
   // [M, K] activations: W13 the hidden states (M = T), W2 the activations (M = T * top_k).
   // bf16 | f16; the last dim contiguous, the row stride a multiple of 16 bytes; any element-aligned
   // address.

@@ -11,7 +11,11 @@
 
 namespace warmkey {
 
+class SwigluLimit;  // the contract (below): SwigluLimitArgs::Contract
+
 struct SwigluLimitArgs {
+  using Contract = SwigluLimit;  // validates, dispatches and launches these Args
+
   Tensor input;                      // [R, 2I] f32 | f16 | bf16, contiguous: gate half, then up half
   Tensor topk_ids;                   // [R] i32 | u32 | i64, contiguous: the expert id of each row (entry)
   std::optional<Tensor> expert_map;  // [E] i32, contiguous: global expert -> local expert or -1

@@ -217,7 +217,7 @@ class Planner {
   void jit(std::string name, LayerArgs args, std::string note) {
     const std::string kernel = std::visit(
         [](const auto& a) {
-          using C = typename ContractOf<std::decay_t<decltype(a)>>::type;
+          using C = typename std::decay_t<decltype(a)>::Contract;
           return C::kernel_def().name;
         },
         args);

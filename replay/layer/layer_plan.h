@@ -172,52 +172,13 @@ std::vector<LayerBuffer> layer_buffers(const ModelConfig& config, LayerBackend b
 // The whole plan: buffers and steps, tensors from `tensors`.
 LayerPlan plan_layer(const ModelConfig& config, LayerBackend backend, const LayerBatch& batch, LayerTensors& tensors);
 
-// The contract of each JIT step's Args type (validate / dispatch / bound_key / launch).
-template <class A>
-struct ContractOf;
-template <>
-struct ContractOf<Dsv4TopkArgs> {
-  using type = Dsv4Topk;
-};
-template <>
-struct ContractOf<EplbMapArgs> {
-  using type = EplbMap;
-};
-template <>
-struct ContractOf<MoeAlignArgs> {
-  using type = MoeAlign;
-};
-template <>
-struct ContractOf<FusedMoeArgs> {
-  using type = FusedMoe;
-};
-template <>
-struct ContractOf<SwigluLimitArgs> {
-  using type = SwigluLimit;
-};
-template <>
-struct ContractOf<ComputeIdentityArgs> {
-  using type = ComputeIdentity;
-};
-template <>
-struct ContractOf<MoeMulSumArgs> {
-  using type = MoeMulSum;
-};
-template <>
-struct ContractOf<Nvfp4MoeArgs> {
-  using type = Nvfp4Moe;
-};
-template <>
-struct ContractOf<Fp8QuantArgs> {
-  using type = Fp8Quant;
-};
-
-// Calls fn(contract, args) with the step's contract (one static instance per kernel) and Args.
+// Calls fn(contract, args) with the step's contract (the one its Args name, `Args::Contract`; one
+// static instance per kernel) and Args.
 template <class Fn>
 decltype(auto) visit_contract(const LayerArgs& args, Fn&& fn) {
   return std::visit(
       [&](const auto& a) -> decltype(auto) {
-        using C = typename ContractOf<std::decay_t<decltype(a)>>::type;
+        using C = typename std::decay_t<decltype(a)>::Contract;
         static const C contract;
         return fn(contract, a);
       },

@@ -1,6 +1,7 @@
-// The warmup-key fields each kernel declares (equivalence/config_projection.h): the fuzz oracle
-// shares one warm set between configs equal on them, which is sound only if configs equal on them
-// have the same used_by() and warmup_keys(). The property checks that; the planted-bug test shows
+// The warmup-key fields each kernel declares (its space's projection(), spaces/projection.h, read
+// from its row by equivalence/config_projection.h): the fuzz oracle shares one warm set between
+// configs equal on them, which is sound only if configs equal on them have the same used_by() and
+// warmup_keys(). The property checks that; the planted-bug test shows
 // it fails for a declaration that leaves out a field the kernel reads. The same for the warmup
 // identities (fused_moe's), which share sets across projections.
 #include <gtest/gtest.h>
