@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "equivalence/checks.h"
 #include "equivalence/fuzz_oracle.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/properties/case_checker.h"
 #include "spaces/byte_draw.h"
 #include "spaces/enum_draw.h"
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "equivalence/checks.h"
+#include "equivalence/properties/case_checker.h"
 
 namespace warmkey::equivalence {
 

@@ -11,9 +11,9 @@
 #include <string>
 #include <unordered_map>
 
-#include "equivalence/checks.h"
 #include "equivalence/config_projection.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/properties/case_checker.h"
 #include "spaces/byte_draw.h"
 #include "spaces/config.h"
 

@@ -8,10 +8,10 @@
 #include <set>
 #include <sstream>
 
-#include "equivalence/checks.h"
 #include "equivalence/compile_check.h"
 #include "equivalence/determinism.h"
 #include "equivalence/numerics.h"
+#include "equivalence/properties/case_checker.h"
 #include "equivalence/shrink.h"
 #include "spaces/byte_draw.h"
 #include "warmup/runtime.h"

@@ -1,10 +1,13 @@
-// Warm sets: warmup computed once per (kernel, config), with P1 and P5 checked on the way.
+// Warm sets: warmup computed once per (kernel, config), with P1 and P5 (equivalence/properties/)
+// checked on the way.
 #include "equivalence/warm_set.h"
 
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "equivalence/properties/warmup_inputs_are_valid.h"
+#include "equivalence/properties/warmup_inputs_reproduce_keys.h"
 #include "warmup/compiler.h"
 
 namespace warmkey::equivalence {
@@ -37,13 +40,7 @@ WarmSet::WarmSet(const spaces::InputSpace& space, const Kernel& kernel, const Mo
   try {
     keys_ = kernel.warmup_keys(config);
   } catch (const std::exception& e) {
-    Violation v;
-    v.property = Property::P5;
-    v.kernel = kernel.name();
-    v.config = config.name;
-    v.detail = str_cat("warmup_keys(C) threw: ", e.what());
-    v.found_by = "warmup_keys";
-    warmup_violations_.push_back(std::move(v));
+    warmup_violations_.push_back(warmup_keys_threw(kernel, config, e));
     return;
   }
   key_hashes_.resize(keys_.size());
@@ -79,48 +76,9 @@ void WarmSet::warm_key(std::size_t i) const {
   spaces::WarmupFacts own;
   if (!memo_) own = space_->run_warmup(*kernel_, k);
   const spaces::WarmupFacts& f = memo_ ? memo_->facts(*space_, *kernel_, k) : own;
-  auto base = [&](Property p) {
-    Violation v;
-    v.property = p;
-    v.kernel = kernel_->name();
-    v.config = config_.name;
-    v.input = f.input;
-    v.expected = k;
-    v.found_by = str_cat("warmup key ", i + 1, "/", total);
-    return v;
-  };
-  if (!f.inputs_error.empty()) {
-    Violation v = base(Property::P5);
-    v.detail = str_cat("warmup_inputs(k) threw: ", f.inputs_error);
-    warmup_violations_.push_back(std::move(v));
-    return;
-  }
-  if (!f.invalid.empty()) {
-    Violation v = base(Property::P5);
-    v.detail = str_cat("validate(warmup_inputs(k)) rejects the warmup inputs: ", f.invalid);
-    warmup_violations_.push_back(std::move(v));
-  }
-  if (!f.bind_error.empty()) {
-    Violation v = base(Property::P5);
-    v.detail = str_cat("launch_spec/bind of warmup_inputs(k) threw (warmup would crash at startup): ", f.bind_error);
-    warmup_violations_.push_back(std::move(v));
-  } else if (!f.launches) {
-    Violation v = base(Property::P5);
-    v.detail = "warmup_inputs(k) launch nothing (an empty batch): the key cannot be compiled from them";
-    warmup_violations_.push_back(std::move(v));
-  }
-  if (!f.dispatch_error.empty()) {
-    Violation v = base(Property::P1);
-    v.detail = str_cat("dispatch(warmup_inputs(k)) threw: ", f.dispatch_error);
-    warmup_violations_.push_back(std::move(v));
-  } else if (f.dispatched && *f.dispatched != k) {
-    Violation v = base(Property::P1);
-    v.dispatched = f.dispatched;
-    v.key_diff = diff(*f.dispatched, k);
-    v.detail = "warmup_inputs(k) do not reproduce k: dispatch reads a different key from them";
-    if (f.bound) v.jit_key = jit_key(*f.bound).signature_text();
-    warmup_violations_.push_back(std::move(v));
-  }
+  const WarmupKeyContext ctx{*kernel_, config_, k, i, total, target_};
+  if (!check_warmup_inputs_are_valid(f, ctx, warmup_violations_)) return;
+  check_warmup_inputs_reproduce_key(f, ctx, warmup_violations_);
   if (f.bound) {
     bounds_[i] = std::make_unique<const BoundKey>(*f.bound);
     warmed_.emplace(*f.bound, i);

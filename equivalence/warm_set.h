@@ -1,6 +1,6 @@
 // WarmSet: everything warmup produces for one kernel under one config, computed once and looked
 // up in O(1) by the per-case checks: the warmup CompileKeys, the bound key (binary) of each, and
-// the P1/P5 findings of warmup itself.
+// the P1/P5 findings of warmup itself (checked by equivalence/properties/warmup_inputs_*).
 #pragma once
 
 #include <memory>

@@ -15,9 +15,9 @@
 #include <string>
 #include <tuple>
 
-#include "equivalence/checks.h"
 #include "equivalence/config_projection.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/properties/case_checker.h"
 #include "kernels/fused_moe/fused_moe.h"
 #include "spaces/byte_draw.h"
 #include "spaces/rc_draw.h"

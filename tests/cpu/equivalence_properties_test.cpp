@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <string>
 
-#include "equivalence/checks.h"
 #include "equivalence/kernel_table.h"
+#include "equivalence/properties/case_checker.h"
 #include "spaces/rc_draw.h"
 
 namespace warmkey::equivalence {

@@ -1,19 +1,13 @@
-// The per-input properties P2, P3, P4 (and the generator's own validity), judged against a warm set.
+// CaseChecker: judges one runtime input against a warm set by the per-input properties of this
+// folder, P2, P3, P4 (and GEN, the generator's own validity).
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "equivalence/warm_set.h"
+#include "equivalence/properties/common.h"
 
 namespace warmkey::equivalence {
-
-// One bit per property (1u << static_cast<int>(Property::Pn)).
-using PropertyMask = std::uint32_t;
-inline constexpr PropertyMask bit(Property p) { return PropertyMask{1} << static_cast<int>(p); }
-std::vector<Property> properties_in(PropertyMask mask);
-std::string mask_text(PropertyMask mask);  // "P2+P4"
 
 class CaseChecker : public spaces::CaseJudge {
  public:
