@@ -24,24 +24,24 @@ namespace {
 
 using equivalence::KernelDescriptor;
 
-double tensor_bytes(const HostTensor& t) { return static_cast<double>(t.numel()) * dtype_size(t.dtype); }
+double tensor_bytes(const equivalence::HostTensor& t) { return static_cast<double>(t.numel()) * dtype_size(t.dtype); }
 
 // Every input read once and every output written once.
-double all_tensors(const NumericCase& c) {
+double all_tensors(const equivalence::NumericCase& c) {
   double b = 0;
-  for (const HostTensor& t : c.inputs) b += tensor_bytes(t);
-  for (const HostTensor& t : c.expected) b += tensor_bytes(t);
+  for (const equivalence::HostTensor& t : c.inputs) b += tensor_bytes(t);
+  for (const equivalence::HostTensor& t : c.expected) b += tensor_bytes(t);
   return b;
 }
 
-double no_flops(const NumericCase&) { return 0; }
+double no_flops(const equivalence::NumericCase&) { return 0; }
 
 // The grouped GEMMs (fused_moe, nvfp4_moe): expert e's rows of an [E, ...] tensor (b, b_scale,
 // b_global_scale, bias) are read only when a block (sorted layout) or an entry (naive) carries e;
 // -1 (another rank's expert, the padding past num_tokens_post_padded) reads none.
-std::vector<bool> routed_experts(const NumericCase& c) {
+std::vector<bool> routed_experts(const equivalence::NumericCase& c) {
   const std::int64_t e = c.input("b").shape.at(0);
-  const HostTensor& eid = c.input("expert_ids");
+  const equivalence::HostTensor& eid = c.input("expert_ids");
   std::vector<bool> used(static_cast<std::size_t>(e), false);
   for (std::int64_t i = 0; i < eid.numel(); ++i) {
     const std::int64_t x = eid.get_int(i);
@@ -50,26 +50,26 @@ std::vector<bool> routed_experts(const NumericCase& c) {
   return used;
 }
 
-double grouped_gemm_bytes(const NumericCase& c) {
+double grouped_gemm_bytes(const equivalence::NumericCase& c) {
   const std::vector<bool> used = routed_experts(c);
   const double share =
       static_cast<double>(std::count(used.begin(), used.end(), true)) / static_cast<double>(used.size());
   double b = 0;
-  for (const HostTensor& t : c.inputs) {
+  for (const equivalence::HostTensor& t : c.inputs) {
     const bool per_expert = t.name == "b" || t.name == "b_scale" || t.name == "b_global_scale" || t.name == "bias";
     b += per_expert ? tensor_bytes(t) * share : tensor_bytes(t);
   }
-  for (const HostTensor& t : c.expected) b += tensor_bytes(t);
+  for (const equivalence::HostTensor& t : c.expected) b += tensor_bytes(t);
   return b;
 }
 
 // 2 N K per entry whose expert has weights (naive: the entry's id; sorted: its block's expert).
-double grouped_gemm_flops(const NumericCase& c) {
-  const HostTensor& out = c.expected.front();
+double grouped_gemm_flops(const equivalence::NumericCase& c) {
+  const equivalence::HostTensor& out = c.expected.front();
   const std::int64_t rows = out.shape.at(0), e = c.input("b").shape.at(0);
-  const HostTensor& eid = c.input("expert_ids");
+  const equivalence::HostTensor& eid = c.input("expert_ids");
   std::int64_t entries = 0;
-  if (const HostTensor* sorted = c.find_input("sorted_token_ids")) {
+  if (const equivalence::HostTensor* sorted = c.find_input("sorted_token_ids")) {
     const std::int64_t bm = c.scalars.at("layout_block_m");
     for (std::int64_t i = 0; i < sorted->numel(); ++i) {
       const std::int64_t x = i / bm < eid.numel() ? eid.get_int(i / bm) : -1;
@@ -84,15 +84,15 @@ double grouped_gemm_flops(const NumericCase& c) {
 
 // The tensor-core dtype a FLOP figure is guarded with: the GEMM operand's; bf16 for the kernels
 // whose arithmetic is not a GEMM (their FLOP/s can only be lower than the tensor cores').
-DType gemm_operand(const NumericCase& c) { return c.find_input("b") ? c.input("a").dtype : DType::bf16; }
+DType gemm_operand(const equivalence::NumericCase& c) { return c.find_input("b") ? c.input("a").dtype : DType::bf16; }
 
 // What one row of the size table measures.
 struct BenchKernel {
   const char* kernel;
   const char* config;  // the configuration whose shapes and dtypes the replay uses
   std::vector<std::int64_t> tokens;
-  std::function<double(const NumericCase&)> bytes = all_tensors;  // moved per launch
-  std::function<double(const NumericCase&)> flops = no_flops;     // arithmetic per launch
+  std::function<double(const equivalence::NumericCase&)> bytes = all_tensors;  // moved per launch
+  std::function<double(const equivalence::NumericCase&)> flops = no_flops;     // arithmetic per launch
 };
 
 // The sizes and models per kernel (a kernel with no row here is benchmarked at 1, 64 and 8192
@@ -102,10 +102,10 @@ const std::vector<BenchKernel>& size_table() {
       {"dsv4_topk",
        "dsv4-flash",
        {1, 64, 1024, 8192, 65536},
-       [](const NumericCase& c) {  // every tensor, but of tid2eid only the rows of the batch's token ids
+       [](const equivalence::NumericCase& c) {  // every tensor, but of tid2eid only the rows of the batch's token ids
          double b = all_tensors(c);
-         if (const HostTensor* table = c.find_input("tid2eid")) {
-           const HostTensor& ids = c.input("input_ids");
+         if (const equivalence::HostTensor* table = c.find_input("tid2eid")) {
+           const equivalence::HostTensor& ids = c.input("input_ids");
            std::set<std::int64_t> rows;
            for (std::int64_t i = 0; i < ids.numel(); ++i)
              if (ids.get_int(i) >= 0 && ids.get_int(i) < table->shape.at(0)) rows.insert(ids.get_int(i));
@@ -114,23 +114,23 @@ const std::vector<BenchKernel>& size_table() {
          }
          return b;
        },
-       [](const NumericCase& c) {  // sigmoid and bias per logit, and a K-step selection over E
-         const HostTensor& l = c.input("logits");
+       [](const equivalence::NumericCase& c) {  // sigmoid and bias per logit, and a K-step selection over E
+         const equivalence::HostTensor& l = c.input("logits");
          return static_cast<double>(l.numel()) * 4.0;
        }},
       {"eplb_map",
        "dsv4-flash-ep8-eplb",
        {1, 64, 8192, 65536},
-       [](const NumericCase& c) {  // ids in, physical ids out; per distinct logical id its count and one
-                                   // map slot, per distinct physical id its load counter (read, written)
-         const HostTensor& ids = c.input("ids");
-         const HostTensor& out = c.expected_output("out");
+       [](const equivalence::NumericCase& c) {  // ids in, physical ids out; per distinct logical id its count and one
+                                                // map slot, per distinct physical id its load counter (read, written)
+         const equivalence::HostTensor& ids = c.input("ids");
+         const equivalence::HostTensor& out = c.expected_output("out");
          std::set<std::int64_t> logical, physical;
          for (std::int64_t i = 0; i < ids.numel(); ++i)
            if (ids.get_int(i) >= 0) logical.insert(ids.get_int(i));
          for (std::int64_t i = 0; i < out.numel(); ++i)
            if (out.get_int(i) >= 0) physical.insert(out.get_int(i));
-         const HostTensor* record = c.find_input("record");
+         const equivalence::HostTensor* record = c.find_input("record");
          const double load = record && record->get_int(0) != 0 ? 2.0 * 4 * static_cast<double>(physical.size()) : 0;
          return tensor_bytes(ids) + tensor_bytes(out) + 16.0 * static_cast<double>(logical.size()) + load;
        }},
@@ -151,7 +151,7 @@ const std::vector<BenchKernel>& size_table() {
        "dsv4-flash",
        {1, 64, 8192, 65536},
        all_tensors,
-       [](const NumericCase& c) {  // one multiply-add per expert output element
+       [](const equivalence::NumericCase& c) {  // one multiply-add per expert output element
          return 2.0 * static_cast<double>(c.input("x").numel());
        }},
       // Expert parallelism at EP 2 (tokens per rank; the receive buffers hold every rank's rows).
@@ -160,11 +160,11 @@ const std::vector<BenchKernel>& size_table() {
       {"ep_scatter",
        "dsv4-flash-ep2-eplb",
        {1, 64, 2048},
-       [](const NumericCase& c) {  // a received row (and its scales) read once if it has a local slot and
-                                   // written once per local slot; the ids, counts, the layout written
-         const HostTensor& x = c.input("recv_x");
-         const HostTensor& scale = c.input("recv_x_scale");
-         const HostTensor& topk = c.input("recv_topk");
+       [](const equivalence::NumericCase& c) {  // a received row (and its scales) read once if it has a local slot and
+                                                // written once per local slot; the ids, counts, the layout written
+         const equivalence::HostTensor& x = c.input("recv_x");
+         const equivalence::HostTensor& scale = c.input("recv_x_scale");
+         const equivalence::HostTensor& topk = c.input("recv_topk");
          const std::int64_t first = c.scalars.at("first_expert"), e = c.input("num_recv_tokens_per_expert").numel();
          const std::int64_t n = topk.shape.at(0), k = topk.shape.at(1);
          double rows_read = 0, slots = 0;
@@ -183,10 +183,10 @@ const std::vector<BenchKernel>& size_table() {
       {"ep_gather",
        "dsv4-flash-ep2-eplb",
        {1, 64, 2048},
-       [](const NumericCase& c) {  // the input rows a valid slot reads (each once), the slots, the output
-         const HostTensor& in = c.input("input");
-         const HostTensor& ids = c.input("recv_topk_ids");
-         const HostTensor& index = c.input("input_index");
+       [](const equivalence::NumericCase& c) {  // the input rows a valid slot reads (each once), the slots, the output
+         const equivalence::HostTensor& in = c.input("input");
+         const equivalence::HostTensor& ids = c.input("recv_topk_ids");
+         const equivalence::HostTensor& index = c.input("input_index");
          const std::int64_t m = in.shape.at(0);
          std::set<std::int64_t> rows;
          for (std::int64_t s = 0; s < index.numel(); ++s)
@@ -208,7 +208,7 @@ BenchKernel sizes_of(const std::string& kernel) {
 }
 
 // The case of a batch of `tokens` tokens: the first launch the space replays for it.
-NumericCase bench_case(const KernelDescriptor& row, const ModelConfig& config, std::int64_t tokens) {
+equivalence::NumericCase bench_case(const KernelDescriptor& row, const ModelConfig& config, std::int64_t tokens) {
   spaces::ServingBatch b;
   b.kind = tokens <= config.max_num_seqs ? spaces::BatchKind::decode : spaces::BatchKind::prefill;
   b.num_tokens = tokens;
@@ -223,17 +223,17 @@ NumericCase bench_case(const KernelDescriptor& row, const ModelConfig& config, s
 void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const BenchKernel& sizes, std::int64_t tokens) {
   if (!device_or_skip(state)) return;
   const ModelConfig config = load_config(sizes.config);
-  const NumericCase c = bench_case(*row, config, tokens);
+  const equivalence::NumericCase c = bench_case(*row, config, tokens);
   double set_bytes = 0;
-  for (const HostTensor& t : c.inputs) set_bytes += tensor_bytes(t);
-  for (const HostTensor& t : c.expected) set_bytes += tensor_bytes(t);
+  for (const equivalence::HostTensor& t : c.inputs) set_bytes += tensor_bytes(t);
+  for (const equivalence::HostTensor& t : c.expected) set_bytes += tensor_bytes(t);
   const std::size_t sets = rotating_sets(static_cast<std::size_t>(set_bytes));
   // Each set its own device copies; the prepared specs point into the Args each launch keeps.
-  std::vector<std::unique_ptr<DeviceTensors>> copies;
+  std::vector<std::unique_ptr<equivalence::DeviceTensors>> copies;
   std::vector<equivalence::PreparedLaunch> prepared;
   std::vector<PreparedLaunch> launches;
   for (std::size_t i = 0; i < sets; ++i) {
-    copies.push_back(std::make_unique<DeviceTensors>(Device::instance()));
+    copies.push_back(std::make_unique<equivalence::DeviceTensors>(Device::instance()));
     prepared.push_back(row->prepare(c, *copies.back()));
   }
   for (const equivalence::PreparedLaunch& p : prepared) launches.push_back({p.bound, p.spec});

@@ -41,7 +41,8 @@ const std::vector<std::int64_t> kTokens = {1, 8, 64, 256, 2048, 8192};
 
 // The counters of one layer row; bandwidth and FLOP/s both pass the roofline guard first. The FLOP
 // peak is the routed GEMMs' dtype's (bf16 on both the bf16 and the nvfp4 backend).
-void report(benchmark::State& state, const std::string& what, std::int64_t t, double ms, const layer::LayerCost& cost) {
+void report(benchmark::State& state, const std::string& what, std::int64_t t, double ms,
+            const replay::layer::LayerCost& cost) {
   const double s = ms * 1e-3;
   const double bw = roofline_guard(what + " GB/s", RooflineModel::bytes, cost.bytes(), s);
   const double fl = roofline_guard(what + " TFLOP/s", RooflineModel::flops, cost.flops, s, DType::bf16);
@@ -58,26 +59,26 @@ void report(benchmark::State& state, const std::string& what, std::int64_t t, do
 }
 
 // One run_layer per program and (config, backend): every token count in one call.
-const layer::LayerRunReport& layer_report(const std::string& config, layer::LayerBackend backend) {
-  static std::map<std::pair<std::string, layer::LayerBackend>, layer::LayerRunReport> reports;
+const replay::layer::LayerRunReport& layer_report(const std::string& config, replay::layer::LayerBackend backend) {
+  static std::map<std::pair<std::string, replay::layer::LayerBackend>, replay::layer::LayerRunReport> reports;
   auto it = reports.find({config, backend});
   if (it == reports.end()) {
-    layer::LayerRunOptions o;
+    replay::layer::LayerRunOptions o;
     o.config = config;
     o.backend = backend;
     o.tokens = kTokens;
     o.check_tokens = 4;
     o.iterations = 20;
-    it = reports.emplace(std::make_pair(config, backend), layer::run_layer(o)).first;
+    it = reports.emplace(std::make_pair(config, backend), replay::layer::run_layer(o)).first;
   }
   return it->second;
 }
 
-void run_warmkey(benchmark::State& state, const std::string& config, layer::LayerBackend backend) {
+void run_warmkey(benchmark::State& state, const std::string& config, replay::layer::LayerBackend backend) {
   if (!device_or_skip(state)) return;
-  const layer::LayerRunReport& r = layer_report(config, backend);
+  const replay::layer::LayerRunReport& r = layer_report(config, backend);
   const std::int64_t t = state.range(0);
-  for (const layer::LayerRunRow& x : r.rows) {  // run_layer's guard failed a row: the program fails
+  for (const replay::layer::LayerRunRow& x : r.rows) {  // run_layer's guard failed a row: the program fails
     if (!x.roofline_error.empty()) {
       std::fflush(stdout);
       std::fprintf(stderr, "bench: %s\n", x.roofline_error.c_str());
@@ -85,7 +86,7 @@ void run_warmkey(benchmark::State& state, const std::string& config, layer::Laye
     }
   }
   const auto row =
-      std::find_if(r.rows.begin(), r.rows.end(), [&](const layer::LayerRunRow& x) { return x.tokens == t; });
+      std::find_if(r.rows.begin(), r.rows.end(), [&](const replay::layer::LayerRunRow& x) { return x.tokens == t; });
   if (row == r.rows.end() || !r.ok() || !(row->ms > 0)) {
     state.SkipWithError(("warmkey layer failed: " + r.to_text()).c_str());
     for (auto _ : state) {
@@ -93,15 +94,16 @@ void run_warmkey(benchmark::State& state, const std::string& config, layer::Laye
     return;
   }
   for (auto _ : state) state.SetIterationTime(row->ms * 1e-3);
-  report(state, str_cat("BM_layer_warmkey ", config, " ", layer::backend_name(backend), " T=", t), t, row->ms,
+  report(state, str_cat("BM_layer_warmkey ", config, " ", replay::layer::backend_name(backend), " T=", t), t, row->ms,
          row->cost);
-  for (const layer::LayerStepTime& s : row->steps) state.counters["share_" + s.name] = s.ms / std::max(row->ms, 1e-12);
+  for (const replay::layer::LayerStepTime& s : row->steps)
+    state.counters["share_" + s.name] = s.ms / std::max(row->ms, 1e-12);
 }
 
-void BM_layer_warmkey(benchmark::State& state) { run_warmkey(state, "dsv4-flash", layer::LayerBackend::bf16); }
+void BM_layer_warmkey(benchmark::State& state) { run_warmkey(state, "dsv4-flash", replay::layer::LayerBackend::bf16); }
 
 void BM_layer_warmkey_nvfp4(benchmark::State& state) {
-  run_warmkey(state, "dsv4-flash-nvfp4", layer::LayerBackend::nvfp4);
+  run_warmkey(state, "dsv4-flash-nvfp4", replay::layer::LayerBackend::nvfp4);
 }
 
 // The cuBLAS-composed layer's device buffers for T tokens (weights shared by every T).
@@ -135,7 +137,7 @@ DenseWeights& dense_weights(const ModelConfig& c) {
 
 void BM_layer_cublas(benchmark::State& state) {
   if (!device_or_skip(state)) return;
-  layer::Cublas& cb = layer::Cublas::instance();
+  replay::layer::Cublas& cb = replay::layer::Cublas::instance();
   if (!cb.available()) {
     state.SkipWithError(cb.unavailable_reason().c_str());
     for (auto _ : state) {
@@ -257,12 +259,12 @@ void BM_layer_cublas(benchmark::State& state) {
     total += s;
   }
   // The experts the last layer routed to (its host-side counts; every layer routes the same logits).
-  const layer::RoutedExperts routed{std::count_if(counts.begin(), counts.end(), [](std::int64_t n) { return n > 0; }),
-                                    nv};
-  const layer::LayerBatch batch{t, t <= 256, false, 0, DType::i32};
+  const replay::layer::RoutedExperts routed{
+      std::count_if(counts.begin(), counts.end(), [](std::int64_t n) { return n > 0; }), nv};
+  const replay::layer::LayerBatch batch{t, t <= 256, false, 0, DType::i32};
   report(state, str_cat("BM_layer_cublas dsv4-flash bf16 T=", t), t,
          total / static_cast<double>(state.iterations()) * 1e3,
-         layer::layer_cost(c, layer::LayerBackend::bf16, batch, routed));
+         replay::layer::layer_cost(c, replay::layer::LayerBackend::bf16, batch, routed));
 }
 
 void token_args(benchmark::internal::Benchmark* b) {

@@ -74,8 +74,8 @@ void fuzz_oracle(benchmark::State& state, const spaces::InputSpace* space) {
   std::vector<std::vector<std::uint8_t>> inputs;
   for (std::uint64_t i = 0; i < 512; ++i) {
     std::uint64_t s = spaces::case_seed(3, 4, i);
-    std::vector<std::uint8_t> bytes(8 + splitmix64(s) % 57);
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(splitmix64(s));
+    std::vector<std::uint8_t> bytes(8 + spaces::splitmix64(s) % 57);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(spaces::splitmix64(s));
     inputs.push_back(std::move(bytes));
   }
   // Steady state: the warm sets of these inputs' configs are built once (warm_set/ times that).

@@ -15,7 +15,7 @@
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 nlohmann::json tensor_json(const HostTensor& t, const std::string& file) {
@@ -135,4 +135,4 @@ NumericCase read_case(const std::filesystem::path& dir) {
   return c;
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -8,7 +8,7 @@
 
 #include "equivalence/host_tensor.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // .npy (format 1.0, little endian, C order). bf16 travels as its uint16 bits, f8e4m3 and ue8m0
 // as uint8 (dtype_numpy_descr); read_npy checks that the file's descr and the dtype agree.
@@ -20,4 +20,4 @@ HostTensor read_npy(const std::filesystem::path& file, std::string name, DType d
 void write_case(const std::filesystem::path& dir, const NumericCase& c, const std::vector<HostTensor>* got = nullptr);
 NumericCase read_case(const std::filesystem::path& dir);
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

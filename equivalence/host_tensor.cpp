@@ -13,7 +13,7 @@
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 // "[3,17]" for flat index i of shape.
@@ -201,7 +201,7 @@ CompareReport compare_outputs(const NumericCase& c, const std::vector<HostTensor
 
 // ---- random fill -------------------------------------------------------------------------------
 
-void fill_uniform(CaseRng& rng, HostTensor& t, double lo, double hi) {
+void fill_uniform(spaces::CaseRng& rng, HostTensor& t, double lo, double hi) {
   const std::int64_t n = t.numel();
   for (std::int64_t i = 0; i < n; ++i) t.set_float(i, static_cast<float>(rng.uniform(lo, hi)));
   if (n > 0 && t.get_float(0) == 0.0f) t.set_float(0, static_cast<float>(hi != 0 ? hi / 2 : lo / 2));
@@ -239,4 +239,4 @@ HostTensor DeviceTensors::download(std::string_view name) const {
   throw Error(str_cat("no device tensor named '", name, "'"));
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

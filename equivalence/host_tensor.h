@@ -13,7 +13,7 @@
 #include "warmup/dtype.h"
 #include "warmup/tensor.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // A named host tensor: row-major bytes of `dtype`. align_offset is where a device copy starts
 // past a 16-byte boundary (0 = aligned; a misaligned view uses a multiple of the element size).
@@ -81,7 +81,7 @@ CompareReport compare_outputs(const NumericCase& c, const std::vector<HostTensor
 
 // Values uniform in [lo, hi) rounded to t's float dtype; element 0 is forced away from zero, so no
 // filled tensor is all zeros.
-void fill_uniform(CaseRng& rng, HostTensor& t, double lo, double hi);
+void fill_uniform(spaces::CaseRng& rng, HostTensor& t, double lo, double hi);
 
 // Every byte of a device output before the launch: NaN for f32/f16/bf16, -1 for integers.
 inline constexpr std::uint8_t kPoisonByte = 0xff;
@@ -111,4 +111,4 @@ class DeviceTensors {
 // "[7,6,4096]"
 std::string shape_text(const std::vector<std::int64_t>& shape);
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -79,7 +79,7 @@ std::vector<CaseDesc> KernelDescriptor::sweep(const ModelConfig& config, std::ui
         if (!l.error.empty())
           throw Error(str_cat("kernel '", name, "', ", b.to_string(), ", ", l.variant, ": ", l.error));
         if (!l.make_case) continue;
-        const std::uint64_t case_seed = derive_seed(seed, out.size());
+        const std::uint64_t case_seed = spaces::derive_seed(seed, out.size());
         out.push_back({str_cat(spaces::batch_kind_name(b.kind), " T=", t,
                                b.padded() ? str_cat(" padded to ", b.rows()) : std::string(), offset ? " offset=1" : "",
                                ", ", l.variant),

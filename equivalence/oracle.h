@@ -11,8 +11,10 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-
 class JitRuntime;
+}  // namespace warmkey
+
+namespace warmkey::equivalence {
 
 // A kernel paired with its reference: the one place that knows both (docs/DESIGN.md §1). Each kernel's
 // oracle (equivalence/oracles/<stem>.h) also has
@@ -30,4 +32,4 @@ class Oracle {
   virtual std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const = 0;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -14,7 +14,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -22,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 // One used kernel during a replay: its adapter and what it has seen so far.
 struct KernelRun {
   const Kernel* kernel = nullptr;
-  const KernelDescriptor* row = nullptr;  // its row of the kernel table (replay set: has a space)
+  const equivalence::KernelDescriptor* row = nullptr;  // its row of the kernel table (replay set: has a space)
   ReplayKernelStats stats;
   std::unordered_set<BoundKey, BoundKeyHash> seen, checked;
   std::set<std::string> reported;  // JitKey digests (runtime compiles) and messages already reported
@@ -36,7 +36,7 @@ class Replayer {
 
   void batch(KernelRun& k, const ServingBatch& b, const EplbState& eplb) {
     ReplayContext ctx{config_, b, eplb};
-    std::vector<ReplayLaunch> launches;
+    std::vector<equivalence::ReplayLaunch> launches;
     try {
       launches = k.row->replay(*k.kernel, ctx);
     } catch (const std::exception& e) {
@@ -47,11 +47,11 @@ class Replayer {
           e.what());
       return;
     }
-    for (ReplayLaunch& l : launches) launch(k, b, l);
+    for (equivalence::ReplayLaunch& l : launches) launch(k, b, l);
   }
 
  private:
-  void launch(KernelRun& k, const ServingBatch& b, ReplayLaunch& l) {
+  void launch(KernelRun& k, const ServingBatch& b, equivalence::ReplayLaunch& l) {
     ++k.stats.launches;
     if (!l.error.empty()) {
       ++k.stats.errors;
@@ -72,7 +72,7 @@ class Replayer {
 
   // The runtime lookup: an L1 hit, or a counted disk or bundle hit; anything else is a runtime
   // compile (refused in error mode, done and counted otherwise). False when nothing was served.
-  bool lookup(KernelRun& k, const ServingBatch& b, const ReplayLaunch& l) {
+  bool lookup(KernelRun& k, const ServingBatch& b, const equivalence::ReplayLaunch& l) {
     const Counters before = rt_.monitor().counters(Phase::runtime);
     std::string refused;
     try {
@@ -112,15 +112,15 @@ class Replayer {
 
   // Real inputs of the launch's shapes on the GPU through the oracle (the monitored runtime path),
   // compared with the reference; a failing case is written to case_dir.
-  void check(KernelRun& k, const ServingBatch& b, const ReplayLaunch& l) {
-    const Oracle* oracle = k.row->oracle.get();
+  void check(KernelRun& k, const ServingBatch& b, const equivalence::ReplayLaunch& l) {
+    const equivalence::Oracle* oracle = k.row->oracle.get();
     if (oracle == nullptr || !l.make_case) return;
-    const std::uint64_t seed = derive_seed(o_.seed, ++case_counter_);
+    const std::uint64_t seed = spaces::derive_seed(o_.seed, ++case_counter_);
     try {
-      NumericCase c = l.make_case(seed);
-      std::vector<HostTensor> got = oracle->run_on_device(c, rt_);
+      equivalence::NumericCase c = l.make_case(seed);
+      std::vector<equivalence::HostTensor> got = oracle->run_on_device(c, rt_);
       ++k.stats.checked;
-      CompareReport cmp = compare_outputs(c, got);
+      equivalence::CompareReport cmp = compare_outputs(c, got);
       if (cmp.ok) return;
       ++k.stats.mismatches;
       ReplayFinding f = finding("numeric mismatch", k, b, l, str_cat(c.title(), ":\n", cmp.text()));
@@ -142,8 +142,8 @@ class Replayer {
     }
   }
 
-  static ReplayFinding finding(std::string kind, const KernelRun& k, const ServingBatch& b, const ReplayLaunch& l,
-                               std::string message) {
+  static ReplayFinding finding(std::string kind, const KernelRun& k, const ServingBatch& b,
+                               const equivalence::ReplayLaunch& l, std::string message) {
     return {std::move(kind), k.kernel->name(), b.to_string(), l.variant, l.inputs, std::move(message), ""};
   }
 
@@ -165,8 +165,8 @@ class Replayer {
 
 }  // namespace
 
-void write_case_folder(const std::filesystem::path& dir_in, const NumericCase& c, const std::vector<HostTensor>* got,
-                       const nlohmann::json& extra) {
+void write_case_folder(const std::filesystem::path& dir_in, const equivalence::NumericCase& c,
+                       const std::vector<equivalence::HostTensor>* got, const nlohmann::json& extra) {
   namespace fs = std::filesystem;
   fs::path dir = dir_in.lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();  // "cases/x/" names "cases/x"
@@ -184,7 +184,7 @@ void write_case_folder(const std::filesystem::path& dir_in, const NumericCase& c
   const fs::path tmp = parent / str_cat(".", name, ".tmp-", ::getpid());
   fs::remove_all(tmp);
   try {
-    write_case(tmp, c, got);
+    equivalence::write_case(tmp, c, got);
     if (!extra.empty()) {
       std::string why;
       auto text = read_file_bytes(tmp / "case.json", &why);
@@ -283,7 +283,7 @@ ReplayReport replay_trace(const std::vector<const Kernel*>& kernels, const Model
     if (!k->used_by(config)) continue;
     KernelRun run;
     run.kernel = k;
-    run.row = find_kernel(k->name());
+    run.row = equivalence::find_kernel(k->name());
     if (run.row != nullptr && !run.row->replay) run.row = nullptr;
     run.stats.kernel = k->name();
     run.stats.adapter = run.row != nullptr;
@@ -326,4 +326,4 @@ ReplayReport replay_trace(const std::vector<const Kernel*>& kernels, const Model
   return r;
 }
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -20,7 +20,7 @@
 #include "warmup/contract.h"
 #include "warmup/error.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 
 using spaces::batch_view;
 using spaces::eplb_state;
@@ -31,8 +31,8 @@ using spaces::ReplayContext;
 // `extra` merged into case.json, into a temporary sibling first and renamed into place, so a
 // failure never leaves a half-written folder at dir. An existing case folder (one with a
 // case.json) or an empty folder is replaced; any other existing path is an InputError.
-void write_case_folder(const std::filesystem::path& dir, const NumericCase& c, const std::vector<HostTensor>* got,
-                       const nlohmann::json& extra);
+void write_case_folder(const std::filesystem::path& dir, const equivalence::NumericCase& c,
+                       const std::vector<equivalence::HostTensor>* got, const nlohmann::json& extra);
 
 struct ReplayOptions {
   // Launch on the GPU and check a sample against the reference (when a device is available).
@@ -102,4 +102,4 @@ struct ReplayReport {
 ReplayReport replay_trace(const std::vector<const Kernel*>& kernels, const ModelConfig& config, const Trace& trace,
                           JitRuntime& rt, const ReplayOptions& options = {});
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

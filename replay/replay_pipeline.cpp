@@ -10,7 +10,7 @@
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -39,7 +39,7 @@ void add_warmup(RunKernelRow& row, const WarmupSummary& s, RunWarmup& total) {
   total.seconds += s.seconds;
 }
 
-void add_verify(RunReport& rep, const VerifyReport& vr) {
+void add_verify(RunReport& rep, const equivalence::VerifyReport& vr) {
   rep.verify.cases_per_kernel = vr.cases;
   rep.verify.seed = vr.seed;
   rep.verify.seconds = vr.seconds;
@@ -47,7 +47,7 @@ void add_verify(RunReport& rep, const VerifyReport& vr) {
   for (const auto& g : vr.global) rep.verify.global.push_back(g.to_text());
   rep.verify.violations = vr.global.size();
   for (RunKernelRow& row : rep.kernels) {
-    for (const KernelReport& k : vr.kernels) {
+    for (const equivalence::KernelReport& k : vr.kernels) {
       if (k.kernel != row.kernel) continue;
       row.verified = true;
       row.cases = k.cases;
@@ -182,7 +182,7 @@ RunReport run_pipeline(const Registry& registry, const RunOptions& o) {
   // 3. Serving starts here: from now on a lookup that would compile is refused.
   rt.monitor().set_mode(MonitorMode::error);
   rt.monitor().activate();
-  VerifyOptions v;
+  equivalence::VerifyOptions v;
   v.configs = {config};
   v.config_refs = {o.config};
   v.seed = o.seed;
@@ -193,7 +193,7 @@ RunReport run_pipeline(const Registry& registry, const RunOptions& o) {
   v.mutant = o.mutant;
   log(str_cat("verify: ", o.cases, " random cases per kernel (seed ", o.seed, ")",
               o.classes ? " and the coverage certificate" : ""));
-  add_verify(rep, run_verify(registry, v));
+  add_verify(rep, equivalence::run_verify(registry, v));
 
   // 4. The trace through every kernel's runtime path.
   log(str_cat("replay: ", trace.source, ": ", trace.batches(), " batches"));
@@ -218,4 +218,4 @@ RunReport run_pipeline(const Registry& registry, const RunOptions& o) {
   return rep;
 }
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -16,7 +16,7 @@
 #include "replay/trace.h"
 #include "warmup/orchestrator.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 
 struct RunOptions {
   std::string config = "dsv4-flash";           // embedded name or JSON file
@@ -56,4 +56,4 @@ std::vector<const Kernel*> kernels_with_mutant(const Registry& registry, const e
 Plan plan_kernel(const Kernel& kernel, const ModelConfig& config, const CompileTarget& target,
                  std::vector<std::string>* failures);
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -9,7 +9,7 @@
 
 #include "warmup/error.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 namespace {
 
 using nlohmann::json;
@@ -314,4 +314,4 @@ std::string RunReport::to_junit() const {
   return os.str();
 }
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -11,7 +11,7 @@
 
 #include "replay/replay.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 
 // One kernel's line of the report.
 struct RunKernelRow {
@@ -96,4 +96,4 @@ struct RunReport {
 // Escapes &, <, >, " and ' and drops the characters XML 1.0 cannot hold.
 std::string xml_escape(std::string_view s);
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -12,7 +12,7 @@
 #include "equivalence/oracle.h"
 #include "warmup/error.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 namespace {
 
 using nlohmann::json;
@@ -245,7 +245,7 @@ class SyntheticTrace {
 
   const ModelConfig& c_;
   const SyntheticTraceOptions& o_;
-  CaseRng rng_;
+  spaces::CaseRng rng_;
   std::vector<std::int64_t> sizes_;
   std::vector<PromptState> prompts_;
   std::int64_t version_ = 0;
@@ -352,4 +352,4 @@ Trace synthetic_trace(const ModelConfig& config, const SyntheticTraceOptions& op
   return SyntheticTrace(config, options).make();
 }
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -14,7 +14,7 @@
 #include "spaces/serving.h"
 #include "warmup/model_config.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 
 using spaces::batch_kind_name;
 using spaces::BatchKind;
@@ -70,4 +70,4 @@ Trace synthetic_trace(const ModelConfig& config, const SyntheticTraceOptions& op
 // including max_num_seqs.
 std::vector<std::int64_t> cuda_graph_sizes(const ModelConfig& config);
 
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

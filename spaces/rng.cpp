@@ -1,7 +1,7 @@
 // SplitMix64 draws.
 #include "spaces/rng.h"
 
-namespace warmkey {
+namespace warmkey::spaces {
 
 double CaseRng::uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
@@ -17,4 +17,4 @@ std::uint64_t derive_seed(std::uint64_t base, std::uint64_t index) {
   return rng.next();
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::spaces

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace warmkey {
+namespace warmkey::spaces {
 
 // SplitMix64: the seeded streams of warmkey's random cases (fast, and stable across platforms).
 inline std::uint64_t splitmix64(std::uint64_t& state) {
@@ -29,4 +29,4 @@ class CaseRng {
 // An independent seed for case `index` of a sweep seeded with `base`.
 std::uint64_t derive_seed(std::uint64_t base, std::uint64_t index);
 
-}  // namespace warmkey
+}  // namespace warmkey::spaces

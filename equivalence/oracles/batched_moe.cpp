@@ -11,7 +11,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 constexpr float kUntouched = -7.0f;  // c_init: what the rows past a count keep
@@ -29,7 +29,7 @@ reference::RowMatrixXf scales(const HostTensor& t, std::int64_t rows, std::int64
   return m;
 }
 
-void fill_scales(CaseRng& rng, HostTensor& t) {
+void fill_scales(spaces::CaseRng& rng, HostTensor& t) {
   for (std::int64_t i = 0; i < t.numel(); ++i) {
     if (t.dtype == DType::ue8m0)
       t.set_int(i, rng.uniform_int(118, 124));
@@ -52,7 +52,7 @@ std::string BatchedMoeCase::label() const {
 }
 
 NumericCase BatchedMoeOracle::make_case(const BatchedMoeCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   const std::int64_t e = p.num_experts, mt = p.max_tokens;
   const bool fp8 = p.dtype == DType::f8e4m3;
   NumericCase c;
@@ -62,7 +62,7 @@ NumericCase BatchedMoeOracle::make_case(const BatchedMoeCase& p, bool reference)
   HostTensor a = HostTensor::zeros("a", p.dtype, {e, mt, p.k}, p.a_aligned ? 0 : dtype_size(p.dtype));
   HostTensor b = HostTensor::zeros("b", p.dtype, {e, p.n, p.k});
   const double range = fp8 ? 240.0 : 1.0;
-  fill_uniform(rng, a, -range, range);
+  equivalence::fill_uniform(rng, a, -range, range);
   fill_uniform(rng, b, -range, range);
   HostTensor counts = HostTensor::zeros("expert_num_tokens", DType::i32, {e});
   for (std::int64_t x = 0; x < e; ++x) counts.set_int(x, p.full ? mt : rng.uniform_int(0, mt));
@@ -181,4 +181,4 @@ std::vector<HostTensor> BatchedMoeOracle::run_on_device(const NumericCase& c, Ji
   return {dev.download("c")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

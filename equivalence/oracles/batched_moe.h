@@ -10,7 +10,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/batched_moe/batched_moe.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one batched_moe case.
 struct BatchedMoeCase {
@@ -42,4 +42,4 @@ class BatchedMoeOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

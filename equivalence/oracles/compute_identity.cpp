@@ -5,7 +5,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 Tolerance ComputeIdentityOracle::tolerance(DType out_dtype) {
   switch (out_dtype) {
@@ -16,7 +16,7 @@ Tolerance ComputeIdentityOracle::tolerance(DType out_dtype) {
 }
 
 NumericCase ComputeIdentityOracle::make_case(const Args& a, const ModelConfig&, std::uint64_t seed, bool reference) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   const std::int64_t t = a.x.size(0), h = a.x.size(1), k = a.topk_ids.size(1);
   NumericCase c;
   c.kernel = "compute_identity";
@@ -26,7 +26,7 @@ NumericCase ComputeIdentityOracle::make_case(const Args& a, const ModelConfig&, 
                     dtype_name(a.topk_ids.dtype()), " identity [", a.first_identity, ", ",
                     a.first_identity + a.num_identity, ")");
   HostTensor x = HostTensor::zeros("x", a.x.dtype(), {t, h}, a.x.meta().align_offset);
-  fill_uniform(rng, x, -4, 4);
+  equivalence::fill_uniform(rng, x, -4, 4);
   HostTensor ids = HostTensor::zeros("topk_ids", a.topk_ids.dtype(), {t, k}, a.topk_ids.meta().align_offset);
   const std::int64_t lo = a.first_identity, n = a.num_identity;
   const std::int64_t padding = a.topk_ids.dtype() == DType::u32 ? 0xffffffffLL : -1;
@@ -92,4 +92,4 @@ std::vector<HostTensor> ComputeIdentityOracle::run_on_device(const NumericCase& 
   return {dev.download("out")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -6,7 +6,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/compute_identity/compute_identity.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 class ComputeIdentityOracle : public Oracle {
  public:
@@ -24,4 +24,4 @@ class ComputeIdentityOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -9,7 +9,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 std::string CountExpertTokensCase::label() const {
   return str_cat("T=", num_tokens, " K=", top_k, " ", dtype_name(ids_dtype), aligned ? " aligned" : " misaligned",
@@ -32,7 +32,7 @@ NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensArgs& a, c
 }
 
 NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   NumericCase c;
   c.kernel = "count_expert_tokens";
@@ -42,12 +42,12 @@ NumericCase CountExpertTokensOracle::make_case(const CountExpertTokensCase& p, b
   HostTensor ids = HostTensor::zeros("topk_ids", p.ids_dtype, {p.num_tokens, p.top_k}, offset(p.ids_dtype));
   if (p.expert_map) {
     HostTensor map = random_expert_map(rng, p.num_experts, p.num_local_experts, offset(DType::i32));
-    fill_expert_ids(rng, ids, p.num_experts);
+    equivalence::fill_expert_ids(rng, ids, p.num_experts);
     if (ids.numel() > 0) ids.set_int(0, first_local_expert(map));  // at least one id counts
     c.inputs.push_back(std::move(ids));
     c.inputs.push_back(std::move(map));
   } else {
-    fill_expert_ids(rng, ids, p.num_local_experts);  // ids address the counts directly
+    equivalence::fill_expert_ids(rng, ids, p.num_local_experts);  // ids address the counts directly
     if (ids.numel() > 0) ids.set_int(0, 0);
     c.inputs.push_back(std::move(ids));
   }
@@ -92,4 +92,4 @@ std::vector<HostTensor> CountExpertTokensOracle::run_on_device(const NumericCase
   return {dev.download("counts")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

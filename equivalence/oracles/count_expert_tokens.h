@@ -6,7 +6,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/count_expert_tokens/count_expert_tokens.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one count_expert_tokens case.
 struct CountExpertTokensCase {
@@ -39,4 +39,4 @@ class CountExpertTokensOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

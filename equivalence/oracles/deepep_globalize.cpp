@@ -7,11 +7,11 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 NumericCase DeepepGlobalizeOracle::make_case(const Args& a, const ModelConfig& config, std::uint64_t seed,
                                              bool reference) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   const std::int64_t n = a.recv_topk_idx.size(0), k = a.recv_topk_idx.size(1), ranks = a.recv_prefix.size(0);
   const std::int64_t local = std::max<std::int64_t>(1, config.num_local_experts());
   NumericCase c;
@@ -80,4 +80,4 @@ std::vector<HostTensor> DeepepGlobalizeOracle::run_on_device(const NumericCase& 
   return {dev.download("recv_topk_idx")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -6,7 +6,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/deepep_globalize/deepep_globalize.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 class DeepepGlobalizeOracle : public Oracle {
  public:
@@ -21,4 +21,4 @@ class DeepepGlobalizeOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -13,7 +13,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 constexpr std::uint8_t kIdsPoison = 0x5a;  // not -1: padding rows must be written, not left
@@ -34,8 +34,8 @@ std::optional<float> logit_for(double target, float b) {
 }
 
 // One logits row of a kind drawn at random; `bias` is the row's selection bias (none on hash rows).
-void fill_row(CaseRng& rng, HostTensor& logits, std::int64_t t, std::int64_t e, std::int64_t stride, std::int64_t k,
-              const HostTensor* bias) {
+void fill_row(spaces::CaseRng& rng, HostTensor& logits, std::int64_t t, std::int64_t e, std::int64_t stride,
+              std::int64_t k, const HostTensor* bias) {
   const std::int64_t base = t * stride;
   const double kind = rng.uniform(0, 1);
   for (std::int64_t i = 0; i < e; ++i) logits.set_float(base + i, static_cast<float>(rng.uniform(-4, 4)));
@@ -71,7 +71,7 @@ void fill_row(CaseRng& rng, HostTensor& logits, std::int64_t t, std::int64_t e, 
 }
 
 // Biases on a grid of 1/16 in [-0.5, 0.5]: many experts share a value, so equal logits tie.
-HostTensor grid_bias(CaseRng& rng, const char* name, std::int64_t e) {
+HostTensor grid_bias(spaces::CaseRng& rng, const char* name, std::int64_t e) {
   HostTensor b = HostTensor::zeros(name, DType::f32, {e});
   for (std::int64_t i = 0; i < e; ++i) b.set_float(i, static_cast<float>(rng.uniform_int(-8, 8)) / 16.0f);
   return b;
@@ -108,7 +108,7 @@ NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkArgs& a, const ModelConfig& 
 }
 
 NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   const std::int64_t t = p.num_tokens, e = p.num_experts, k = p.top_k, stride = e + p.row_pad;
   NumericCase c;
@@ -261,4 +261,4 @@ std::vector<HostTensor> Dsv4TopkOracle::run_on_device(const NumericCase& c, JitR
   return {dev.download("weights"), dev.download("ids")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

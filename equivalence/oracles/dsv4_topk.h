@@ -8,7 +8,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/dsv4_topk/dsv4_topk.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one dsv4_topk case.
 struct Dsv4TopkCase {
@@ -49,4 +49,4 @@ class Dsv4TopkOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

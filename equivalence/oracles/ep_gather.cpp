@@ -8,7 +8,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 Tolerance EpGatherOracle::tolerance(DType out_dtype) {
   switch (out_dtype) {
@@ -19,7 +19,7 @@ Tolerance EpGatherOracle::tolerance(DType out_dtype) {
 }
 
 NumericCase EpGatherOracle::make_case(const Args& a, const ModelConfig&, std::uint64_t seed, bool reference) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   const std::int64_t n = a.recv_topk_ids.size(0), k = a.recv_topk_ids.size(1);
   const std::int64_t m = a.input.size(0), h = a.input.size(1);
   NumericCase c;
@@ -29,7 +29,7 @@ NumericCase EpGatherOracle::make_case(const Args& a, const ModelConfig&, std::ui
       str_cat("N=", n, " K=", k, " M=", m, " H=", h, " ", dtype_name(a.input.dtype()), "->",
               dtype_name(a.output.dtype()), a.input.aligned16() && a.output.aligned16() ? " aligned" : " misaligned");
   HostTensor in = HostTensor::zeros("input", a.input.dtype(), {m, h}, a.input.meta().align_offset);
-  fill_uniform(rng, in, -4, 4);
+  equivalence::fill_uniform(rng, in, -4, 4);
   HostTensor ids = HostTensor::zeros("recv_topk_ids", DType::i64, {n, k});
   HostTensor index = HostTensor::zeros("input_index", DType::i32, {n, k});
   // Distinct destination rows, as ep_scatter records them.
@@ -90,4 +90,4 @@ std::vector<HostTensor> EpGatherOracle::run_on_device(const NumericCase& c, JitR
   return {dev.download("output")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -6,7 +6,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/ep_gather/ep_gather.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 class EpGatherOracle : public Oracle {
  public:
@@ -23,4 +23,4 @@ class EpGatherOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

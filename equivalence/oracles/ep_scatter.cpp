@@ -9,7 +9,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 constexpr const char* kOutputs[] = {"expert_start", "expert_counter", "output",
@@ -25,7 +25,7 @@ HostTensor& named(std::vector<HostTensor>& v, std::string_view name) {
 }  // namespace
 
 NumericCase EpScatterOracle::make_case(const Args& a, const ModelConfig&, std::uint64_t seed, bool reference) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   const std::int64_t n = a.recv_x.size(0), h = a.recv_x.size(1), k = a.recv_topk.size(1);
   const std::int64_t e = a.num_recv_tokens_per_expert.size(0), m = a.output.size(0);
   const bool packed = a.recv_x_scale.dtype() == DType::i32;
@@ -36,7 +36,7 @@ NumericCase EpScatterOracle::make_case(const Args& a, const ModelConfig&, std::u
   c.label = str_cat("N=", n, " K=", k, " H=", h, " E_local=", e, " M=", m, packed ? " packed" : " f32", " scales",
                     a.recv_x.aligned16() ? " aligned" : " misaligned", " first_expert=", a.first_expert);
   HostTensor x = HostTensor::zeros("recv_x", DType::f8e4m3, {n, h}, a.recv_x.meta().align_offset);
-  fill_uniform(rng, x, -8, 8);
+  equivalence::fill_uniform(rng, x, -8, 8);
   HostTensor scale = HostTensor::zeros("recv_x_scale", a.recv_x_scale.dtype(), {n, sc});
   for (std::int64_t i = 0; i < n * sc; ++i) {
     if (packed) {
@@ -177,4 +177,4 @@ std::vector<HostTensor> EpScatterOracle::run_on_device(const NumericCase& c, Jit
   return canonical_order(c, std::move(got));
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -7,7 +7,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/ep_scatter/ep_scatter.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 class EpScatterOracle : public Oracle {
  public:
@@ -29,4 +29,4 @@ class EpScatterOracle : public Oracle {
   static std::vector<HostTensor> canonical_order(const NumericCase& c, std::vector<HostTensor> got);
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

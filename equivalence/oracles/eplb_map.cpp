@@ -10,7 +10,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 constexpr std::uint8_t kOutPoison = 0x5a;  // not -1: unmapped entries must be written, not left
@@ -49,7 +49,7 @@ NumericCase EplbMapOracle::make_case(const EplbMapArgs& a, const ModelConfig& co
 }
 
 NumericCase EplbMapOracle::make_case(const EplbMapCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   const std::int64_t logical = p.num_logical, physical = p.num_logical + p.num_redundant;
   const std::int64_t max_replicas = std::min<std::int64_t>(p.slots, 4);
@@ -79,7 +79,7 @@ NumericCase EplbMapOracle::make_case(const EplbMapCase& p, bool reference) {
     counts.set_int(e, counts.get_int(e) + 1);
   }
   HostTensor ids = HostTensor::zeros("ids", p.ids_dtype, {p.num_tokens, p.top_k}, offset(p.ids_dtype));
-  fill_expert_ids(rng, ids, logical);
+  equivalence::fill_expert_ids(rng, ids, logical);
   HostTensor record = HostTensor::zeros("record", DType::i32, {1});
   record.set_int(0, p.record ? 1 : 0);
   HostTensor load = HostTensor::zeros("load", DType::i32, {physical}, offset(DType::i32));
@@ -154,4 +154,4 @@ std::vector<HostTensor> EplbMapOracle::run_on_device(const NumericCase& c, JitRu
   return {out, dev.download("load")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -8,7 +8,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/eplb_map/eplb_map.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one eplb_map case.
 struct EplbMapCase {
@@ -46,4 +46,4 @@ class EplbMapOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -8,11 +8,11 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 // Seeded values of one group of n elements at x[base ..] of dtype d.
-void fill_group(CaseRng& rng, HostTensor& x, std::int64_t base, std::int64_t n, DType d) {
+void fill_group(spaces::CaseRng& rng, HostTensor& x, std::int64_t base, std::int64_t n, DType d) {
   if (rng.bernoulli(0.03)) return;  // all zero: the 1e-4 floor
   const bool wide = d != DType::f16 && rng.bernoulli(0.05);
   const int e = wide ? (rng.bernoulli(0.5) ? 100 : -100) : static_cast<int>(rng.uniform_int(-24, 14));
@@ -57,7 +57,7 @@ NumericCase Fp8QuantOracle::make_case(const Args& a, const ModelConfig&, std::ui
 }
 
 NumericCase Fp8QuantOracle::make_case(const Fp8QuantCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   const std::int64_t t = p.num_rows, h = p.hidden, g = p.group_size, stride = h + p.row_pad;
   NumericCase c;
   c.kernel = "fp8_quant";
@@ -123,4 +123,4 @@ std::vector<HostTensor> Fp8QuantOracle::run_on_device(const NumericCase& c, JitR
   return {dev.download("q"), dev.download("scale")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -8,7 +8,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/fp8_quant/fp8_quant.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one fp8_quant case.
 struct Fp8QuantCase {
@@ -46,4 +46,4 @@ class Fp8QuantOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -12,7 +12,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 using reference::IndexVector;
@@ -41,7 +41,7 @@ IndexVector ints(const HostTensor& t) {
   return v;
 }
 
-void fill_scales(CaseRng& rng, HostTensor& t) {
+void fill_scales(spaces::CaseRng& rng, HostTensor& t) {
   for (std::int64_t i = 0; i < t.numel(); ++i) {
     if (t.dtype == DType::ue8m0)
       t.set_int(i, rng.uniform_int(118, 124));  // 2^-9 .. 2^-3
@@ -84,7 +84,7 @@ std::string FusedMoeCase::label() const {
 }
 
 NumericCase make_fused_moe_case(const FusedMoeCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   const std::int64_t t = p.num_tokens, kr = p.route_k, e = p.num_experts, nv = p.num_valid();
   const std::int64_t m = p.w2 ? nv : t, top_k = p.w2 ? 1 : kr;
   const FusedMoeTile tile = p.effective_tile();
@@ -111,7 +111,7 @@ NumericCase make_fused_moe_case(const FusedMoeCase& p, bool reference) {
   HostTensor a = HostTensor::zeros("a", p.dtype, {m, p.k}, a_off);
   HostTensor b = HostTensor::zeros("b", p.dtype, {e, p.n, p.k});
   const double range = fp8 ? 240.0 : 1.0;  // fp8 values span most of e4m3's range
-  fill_uniform(rng, a, -range, range);
+  equivalence::fill_uniform(rng, a, -range, range);
   fill_uniform(rng, b, -range, range);
   c.inputs.push_back(std::move(a));
   c.inputs.push_back(std::move(b));
@@ -313,4 +313,4 @@ NumericCase FusedMoeOracle::make_case(const FusedMoeArgs& a, const ModelConfig& 
   return make_fused_moe_case(case_of(a, config, seed), reference);
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

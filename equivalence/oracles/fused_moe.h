@@ -9,7 +9,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/fused_moe/fused_moe.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one fused_moe launch.
 struct FusedMoeCase {
@@ -68,4 +68,4 @@ class FusedMoeOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

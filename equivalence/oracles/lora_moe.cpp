@@ -7,7 +7,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 reference::RowMatrixXf as_matrix(const HostTensor& t, std::int64_t rows, std::int64_t cols) {
@@ -34,7 +34,7 @@ Tolerance LoraMoeOracle::tolerance(LoraMoeMode mode, DType out_dtype) {
 }
 
 NumericCase LoraMoeOracle::make_case(const Args& a, const ModelConfig&, std::uint64_t seed, bool reference) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   const bool fin = a.mode == LoraMoeMode::finalize;
   const std::int64_t n = a.src.size(0), cols = a.src.size(1), rows = a.out.size(0), entries = a.idx.size(0);
   NumericCase c;
@@ -44,7 +44,7 @@ NumericCase LoraMoeOracle::make_case(const Args& a, const ModelConfig&, std::uin
       str_cat(lora_moe_mode_name(a.mode), " rows=", rows, " C=", cols, " src_rows=", n, " ", dtype_name(a.src.dtype()),
               "->", dtype_name(a.out.dtype()), a.src.aligned16() && a.out.aligned16() ? " aligned" : " misaligned");
   HostTensor src = HostTensor::zeros("src", a.src.dtype(), {n, cols}, a.src.meta().align_offset);
-  fill_uniform(rng, src, -1, 1);
+  equivalence::fill_uniform(rng, src, -1, 1);
   HostTensor idx = HostTensor::zeros("idx", DType::i64, {entries}, a.idx.meta().align_offset);
   for (std::int64_t i = 0; i < entries; ++i) {
     const double u = rng.uniform(0, 1);
@@ -112,4 +112,4 @@ std::vector<HostTensor> LoraMoeOracle::run_on_device(const NumericCase& c, JitRu
   return {dev.download("out")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

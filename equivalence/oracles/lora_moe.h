@@ -6,7 +6,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/lora_moe/lora_moe.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 class LoraMoeOracle : public Oracle {
  public:
@@ -25,4 +25,4 @@ class LoraMoeOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

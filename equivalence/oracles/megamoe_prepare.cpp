@@ -8,10 +8,10 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 NumericCase MegamoePrepareOracle::make_case(const Args& a, const ModelConfig&, std::uint64_t seed, bool reference) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   const std::int64_t t = a.x.size(0), h = a.x.size(1), k = a.topk_ids.size(1);
   const std::int64_t real = t > 0 ? std::max<std::int64_t>(a.num_tokens, 1) : 0;
   NumericCase c;
@@ -29,7 +29,7 @@ NumericCase MegamoePrepareOracle::make_case(const Args& a, const ModelConfig&, s
   HostTensor ids = HostTensor::zeros("topk_ids", DType::i64, {t, k});
   for (std::int64_t i = 0; i < t * k; ++i) ids.set_int(i, i != 0 && rng.bernoulli(0.1) ? -1 : rng.uniform_int(0, 255));
   HostTensor w = HostTensor::zeros("topk_weights", DType::f32, {t, k});
-  fill_uniform(rng, w, 0, 1);
+  equivalence::fill_uniform(rng, w, 0, 1);
   c.inputs.push_back(std::move(x));
   c.inputs.push_back(std::move(ids));
   c.inputs.push_back(std::move(w));
@@ -86,4 +86,4 @@ std::vector<HostTensor> MegamoePrepareOracle::run_on_device(const NumericCase& c
   return {dev.download("x_fp8"), dev.download("x_scale"), dev.download("ids_out"), dev.download("weights_out")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

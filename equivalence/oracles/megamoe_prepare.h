@@ -6,7 +6,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/megamoe_prepare/megamoe_prepare.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 class MegamoePrepareOracle : public Oracle {
  public:
@@ -22,4 +22,4 @@ class MegamoePrepareOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -10,7 +10,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 constexpr std::uint8_t kPoison = 0x5a;  // not -1 and not numel: every position must be written
@@ -54,7 +54,7 @@ NumericCase MoeAlignOracle::make_case(const MoeAlignArgs& a, const ModelConfig& 
 }
 
 NumericCase MoeAlignOracle::make_case(const MoeAlignCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   const std::int64_t e = p.num_experts, numel = p.num_tokens * p.top_k;
   NumericCase c;
   c.kernel = "moe_align";
@@ -63,7 +63,7 @@ NumericCase MoeAlignOracle::make_case(const MoeAlignCase& p, bool reference) {
 
   HostTensor ids =
       HostTensor::zeros("topk_ids", p.ids_dtype, {p.num_tokens, p.top_k}, p.aligned ? 0 : dtype_size(p.ids_dtype));
-  fill_expert_ids(rng, ids, e);
+  equivalence::fill_expert_ids(rng, ids, e);
   if (p.skewed) {  // 80% of the entries on experts 0..3
     for (std::int64_t i = 0; i < numel; ++i) {
       if (rng.bernoulli(0.8)) ids.set_int(i, rng.uniform_int(0, std::min<std::int64_t>(e, 4) - 1));
@@ -126,4 +126,4 @@ std::vector<HostTensor> MoeAlignOracle::run_on_device(const NumericCase& c, JitR
   return {dev.download("sorted_token_ids"), dev.download("expert_ids"), dev.download("num_tokens_post_padded")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

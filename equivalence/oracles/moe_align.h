@@ -8,7 +8,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/moe_align/moe_align.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one moe_align case.
 struct MoeAlignCase {
@@ -43,4 +43,4 @@ class MoeAlignOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

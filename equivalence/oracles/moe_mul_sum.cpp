@@ -9,7 +9,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 reference::RowMatrixXf as_matrix(const HostTensor& t, std::int64_t rows, std::int64_t cols) {
@@ -54,7 +54,7 @@ NumericCase MoeMulSumOracle::make_case(const MoeMulSumArgs& a, const ModelConfig
 }
 
 NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   auto offset = [&](DType d) { return p.aligned ? 0 : dtype_size(d); };
   const std::int64_t t = p.num_tokens, k = p.top_k, h = p.hidden;
   NumericCase c;
@@ -63,7 +63,7 @@ NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p, bool reference) {
   c.seed = p.seed;
 
   HostTensor x = HostTensor::zeros("x", p.dtype, {t, k, h}, offset(p.dtype));
-  fill_uniform(rng, x, -1, 1);
+  equivalence::fill_uniform(rng, x, -1, 1);
   HostTensor w = HostTensor::zeros("weights", DType::f32, {t, k}, offset(DType::f32));
   fill_uniform(rng, w, 0, 1);
   c.inputs.push_back(std::move(x));
@@ -71,7 +71,7 @@ NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p, bool reference) {
   if (p.ids_dtype) {
     HostTensor map = random_expert_map(rng, p.num_experts, p.num_local_experts, offset(DType::i32));
     HostTensor ids = HostTensor::zeros("topk_ids", *p.ids_dtype, {t, k}, offset(*p.ids_dtype));
-    fill_expert_ids(rng, ids, p.num_experts);
+    equivalence::fill_expert_ids(rng, ids, p.num_experts);
     if (t > 0) ids.set_int(0, first_local_expert(map));  // at least one slot counts
     c.inputs.push_back(std::move(ids));
     c.inputs.push_back(std::move(map));
@@ -126,4 +126,4 @@ std::vector<HostTensor> MoeMulSumOracle::run_on_device(const NumericCase& c, Jit
   return {dev.download("out")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -7,7 +7,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one moe_mul_sum case.
 struct MoeMulSumCase {
@@ -45,4 +45,4 @@ class MoeMulSumOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

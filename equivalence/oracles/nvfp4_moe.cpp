@@ -13,7 +13,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 namespace {
 
 using reference::IndexVector;
@@ -40,7 +40,7 @@ IndexVector ints(const HostTensor& t) {
 
 // An e4m3 scale byte: mostly normal scales in [2^-4, 4), some subnormal codes and some zeros (a
 // zero scale makes its 16 elements zero), never NaN.
-std::uint8_t scale_code(CaseRng& rng) {
+std::uint8_t scale_code(spaces::CaseRng& rng) {
   const double u = rng.uniform(0, 1);
   if (u < 0.02) return 0;                                                 // +0
   if (u < 0.06) return static_cast<std::uint8_t>(rng.uniform_int(1, 7));  // subnormal m * 2^-9
@@ -72,7 +72,7 @@ std::string Nvfp4MoeCase::label() const {
 }
 
 NumericCase make_nvfp4_moe_case(const Nvfp4MoeCase& p, bool reference) {
-  CaseRng rng(p.seed);
+  spaces::CaseRng rng(p.seed);
   const std::int64_t t = p.num_tokens, kr = p.route_k, e = p.num_experts, nv = p.num_valid();
   const std::int64_t m = p.w2 ? nv : t, top_k = p.w2 ? 1 : kr;
   const FusedMoeTile tile = p.effective_tile();
@@ -96,7 +96,7 @@ NumericCase make_nvfp4_moe_case(const Nvfp4MoeCase& p, bool reference) {
 
   const int a_off = p.a_aligned ? 0 : dtype_size(p.dtype), c_off = p.c_aligned ? 0 : dtype_size(p.out_dtype);
   HostTensor a = HostTensor::zeros("a", p.dtype, {m, p.k}, a_off);
-  fill_uniform(rng, a, -1, 1);
+  equivalence::fill_uniform(rng, a, -1, 1);
   // Every byte value: all 16 codes in both nibbles, -0 included.
   HostTensor b = HostTensor::zeros("b", DType::u8, {e, p.n, p.k / 2});
   for (auto& byte : b.bytes) byte = static_cast<std::uint8_t>(rng.uniform_int(0, 255));
@@ -296,4 +296,4 @@ NumericCase Nvfp4MoeOracle::make_case(const Nvfp4MoeArgs& a, const ModelConfig& 
   return make_nvfp4_moe_case(case_of(a, config, seed), reference);
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -10,7 +10,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 // The knobs of one nvfp4_moe launch.
 struct Nvfp4MoeCase {
@@ -67,4 +67,4 @@ class Nvfp4MoeOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -6,9 +6,9 @@
 
 #include "warmup/error.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
-void fill_expert_ids(CaseRng& rng, HostTensor& ids, std::int64_t num_experts) {
+void fill_expert_ids(spaces::CaseRng& rng, HostTensor& ids, std::int64_t num_experts) {
   for (std::int64_t i = 0; i < ids.numel(); ++i) {
     const double r = rng.uniform(0, 1);
     std::int64_t id;
@@ -22,7 +22,7 @@ void fill_expert_ids(CaseRng& rng, HostTensor& ids, std::int64_t num_experts) {
   }
 }
 
-HostTensor random_expert_map(CaseRng& rng, std::int64_t num_experts, std::int64_t num_local, int align_offset) {
+HostTensor random_expert_map(spaces::CaseRng& rng, std::int64_t num_experts, std::int64_t num_local, int align_offset) {
   if (num_local < 1 || num_local > num_experts)
     throw Error(str_cat("expert map: ", num_local, " local experts out of ", num_experts));
   std::vector<std::int64_t> order(static_cast<std::size_t>(num_experts));
@@ -42,4 +42,4 @@ std::int64_t first_local_expert(const HostTensor& map) {
   throw Error("expert map: no local expert");
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -9,7 +9,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 Tolerance SwigluLimitOracle::tolerance(DType out_dtype) {
   switch (out_dtype) {
@@ -20,7 +20,7 @@ Tolerance SwigluLimitOracle::tolerance(DType out_dtype) {
 }
 
 NumericCase SwigluLimitOracle::make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   const std::int64_t r = a.input.size(0), w = a.input.size(1);
   NumericCase c;
   c.kernel = "swiglu_limit";
@@ -30,9 +30,9 @@ NumericCase SwigluLimitOracle::make_case(const Args& a, const ModelConfig& confi
                     dtype_name(a.topk_ids.dtype()), a.expert_map ? " map" : " no-map", " L=", a.limit);
   const double span = a.limit > 0 ? 2 * a.limit : 8.0;
   HostTensor input = HostTensor::zeros("input", a.input.dtype(), {r, w}, a.input.meta().align_offset);
-  fill_uniform(rng, input, -span, span);
+  equivalence::fill_uniform(rng, input, -span, span);
   HostTensor ids = HostTensor::zeros("topk_ids", a.topk_ids.dtype(), {r}, a.topk_ids.meta().align_offset);
-  fill_expert_ids(rng, ids, a.num_experts);
+  equivalence::fill_expert_ids(rng, ids, a.num_experts);
   c.inputs.push_back(std::move(input));
   if (a.expert_map) {
     HostTensor map = random_expert_map(rng, a.num_experts, std::min(config.num_local_experts(), a.num_experts),
@@ -94,4 +94,4 @@ std::vector<HostTensor> SwigluLimitOracle::run_on_device(const NumericCase& c, J
   return {dev.download("out")};
 }
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

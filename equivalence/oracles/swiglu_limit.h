@@ -6,7 +6,7 @@
 #include "equivalence/oracle.h"
 #include "kernels/swiglu_limit/swiglu_limit.h"
 
-namespace warmkey {
+namespace warmkey::equivalence {
 
 class SwigluLimitOracle : public Oracle {
  public:
@@ -25,4 +25,4 @@ class SwigluLimitOracle : public Oracle {
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
 };
 
-}  // namespace warmkey
+}  // namespace warmkey::equivalence

@@ -121,7 +121,7 @@ TEST(ExternalKernel, servingReplayCompilesNothing) {
           ++launches;
           EXPECT_NO_THROW(rt->get(*l.bound, Phase::runtime)) << l.inputs;
           if (rt->device().available() && t <= 1000) {  // numerics on a GPU
-            const NumericCase c = l.make_case(static_cast<std::uint64_t>(t * 2 + offset));
+            const equivalence::NumericCase c = l.make_case(static_cast<std::uint64_t>(t * 2 + offset));
             EXPECT_TRUE(test::outputs_match(c, row.oracle->run_on_device(c, *rt)));
             ++checked;
           }

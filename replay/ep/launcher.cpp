@@ -27,7 +27,7 @@
 #include "warmup/runtime.h"
 #include "warmup/source_set.h"
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 namespace {
 
 using reference::RowMatrixXf;
@@ -253,7 +253,7 @@ class RankProcess {
       if (nccl_) {
         id = nccl_->unique_id();
       } else {  // the socket transport needs no communicator: the relay is exercised all the same
-        CaseRng rng(o_.seed);
+        spaces::CaseRng rng(o_.seed);
         for (char& ch : id) ch = static_cast<char>(rng.next());
       }
       Writer w;
@@ -339,60 +339,60 @@ class RankProcess {
     const std::int64_t n = t.recv.n_alloc, k = c.num_experts_per_tok, h = c.hidden_size;
     const auto e = static_cast<std::int64_t>(t.counts.size());
     const auto m = static_cast<std::int64_t>(t.layout.m_indices.size());
-    auto run = [&](const Oracle& oracle, NumericCase& nc) {
+    auto run = [&](const equivalence::Oracle& oracle, equivalence::NumericCase& nc) {
       nc.seed = step;
       oracle.compute_reference(nc);
-      const CompareReport rep = compare_outputs(nc, oracle.run_on_device(nc, *rt_));
+      const equivalence::CompareReport rep = compare_outputs(nc, oracle.run_on_device(nc, *rt_));
       ++summary_.device_checks;
       if (!rep.ok)
         device_problems_.push_back(
             str_cat("rank ", rank_, " step ", step, ": ", nc.kernel, " on the device: ", rep.text()));
     };
-    NumericCase g;
+    equivalence::NumericCase g;
     g.kernel = "deepep_globalize";
-    HostTensor idx = HostTensor::zeros("recv_topk_idx", DType::i64, {n, k});
+    equivalence::HostTensor idx = equivalence::HostTensor::zeros("recv_topk_idx", DType::i64, {n, k});
     for (std::int64_t i = 0; i < n * k; ++i) idx.set_int(i, t.recv.recv_topk_idx(i));
     const auto ranks = static_cast<std::int64_t>(t.recv.recv_prefix.size());
-    HostTensor prefix = HostTensor::zeros("recv_prefix", DType::i32, {ranks});
+    equivalence::HostTensor prefix = equivalence::HostTensor::zeros("recv_prefix", DType::i32, {ranks});
     for (std::int64_t i = 0; i < ranks; ++i) prefix.set_int(i, t.recv.recv_prefix[static_cast<std::size_t>(i)]);
     g.inputs = {idx, prefix};
     g.expected = {idx};
     g.scalars = {{"rank_expert_offset", t.launches.globalize.rank_expert_offset},
                  {"num_experts", t.launches.globalize.num_experts}};
-    run(DeepepGlobalizeOracle{}, g);
+    run(equivalence::DeepepGlobalizeOracle{}, g);
 
-    NumericCase sc;
+    equivalence::NumericCase sc;
     sc.kernel = "ep_scatter";
-    HostTensor x = HostTensor::zeros("recv_x", DType::f8e4m3, {n, h});
+    equivalence::HostTensor x = equivalence::HostTensor::zeros("recv_x", DType::f8e4m3, {n, h});
     x.bytes = t.recv.recv_x;
-    HostTensor scale = HostTensor::zeros("recv_x_scale", DType::i32, {n, t.recv.scale_cols});
+    equivalence::HostTensor scale = equivalence::HostTensor::zeros("recv_x_scale", DType::i32, {n, t.recv.scale_cols});
     if (!scale.bytes.empty()) std::memcpy(scale.data(), t.recv.recv_scale.data(), scale.bytes.size());
-    HostTensor topk = HostTensor::zeros("recv_topk", DType::i64, {n, k});
+    equivalence::HostTensor topk = equivalence::HostTensor::zeros("recv_topk", DType::i64, {n, k});
     for (std::int64_t i = 0; i < n * k; ++i) topk.set_int(i, t.global_ids(i));
-    HostTensor counts = HostTensor::zeros("num_recv_tokens_per_expert", DType::i32, {e});
+    equivalence::HostTensor counts = equivalence::HostTensor::zeros("num_recv_tokens_per_expert", DType::i32, {e});
     for (std::int64_t i = 0; i < e; ++i) counts.set_int(i, t.counts[static_cast<std::size_t>(i)]);
-    sc.inputs = {x, scale, topk, counts, HostTensor::zeros("expert_counter", DType::i32, {e})};
-    sc.expected = {HostTensor::zeros("expert_start", DType::i32, {e}),
-                   HostTensor::zeros("expert_counter", DType::i32, {e}),
-                   HostTensor::zeros("output", DType::f8e4m3, {m, h}),
-                   HostTensor::zeros("output_scale", DType::i32, {t.recv.scale_cols, m}),
-                   HostTensor::zeros("m_indices", DType::i32, {m}),
-                   HostTensor::zeros("output_index", DType::i32, {n, k})};
+    sc.inputs = {x, scale, topk, counts, equivalence::HostTensor::zeros("expert_counter", DType::i32, {e})};
+    sc.expected = {equivalence::HostTensor::zeros("expert_start", DType::i32, {e}),
+                   equivalence::HostTensor::zeros("expert_counter", DType::i32, {e}),
+                   equivalence::HostTensor::zeros("output", DType::f8e4m3, {m, h}),
+                   equivalence::HostTensor::zeros("output_scale", DType::i32, {t.recv.scale_cols, m}),
+                   equivalence::HostTensor::zeros("m_indices", DType::i32, {m}),
+                   equivalence::HostTensor::zeros("output_index", DType::i32, {n, k})};
     sc.scalars = {{"first_expert", t.launches.scatter.first_expert}};
-    run(EpScatterOracle{}, sc);
+    run(equivalence::EpScatterOracle{}, sc);
 
-    NumericCase ga;
+    equivalence::NumericCase ga;
     ga.kernel = "ep_gather";
-    HostTensor in = HostTensor::zeros("input", c.act_dtype, {m, h});
+    equivalence::HostTensor in = equivalence::HostTensor::zeros("input", c.act_dtype, {m, h});
     for (std::int64_t i = 0; i < m * h; ++i) in.set_float(i, t.expert_out.data()[i]);
-    HostTensor w = HostTensor::zeros("recv_topk_weight", DType::f32, {n, k});
+    equivalence::HostTensor w = equivalence::HostTensor::zeros("recv_topk_weight", DType::f32, {n, k});
     for (std::int64_t i = 0; i < n * k; ++i) w.set_float(i, t.recv.recv_weights.data()[i]);
-    HostTensor index = HostTensor::zeros("input_index", DType::i32, {n, k});
+    equivalence::HostTensor index = equivalence::HostTensor::zeros("input_index", DType::i32, {n, k});
     for (std::int64_t i = 0; i < n * k; ++i) index.set_int(i, t.layout.output_index[static_cast<std::size_t>(i)]);
     topk.name = "recv_topk_ids";
     ga.inputs = {in, topk, w, index};
-    ga.expected = {HostTensor::zeros("output", c.act_dtype, {n, h})};
-    run(EpGatherOracle{}, ga);
+    ga.expected = {equivalence::HostTensor::zeros("output", c.act_dtype, {n, h})};
+    run(equivalence::EpGatherOracle{}, ga);
   }
 
   void warm() {
@@ -669,4 +669,4 @@ LaunchReport run_ranks(const LaunchOptions& o) {
   return report;
 }
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

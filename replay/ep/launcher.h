@@ -23,7 +23,7 @@
 
 #include "warmup/model_config.h"
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 
 enum class Transport { socket, nccl };
 
@@ -70,4 +70,4 @@ struct LaunchReport {
 // on bad options (rank count, config); every failure of a rank is in the report.
 LaunchReport run_ranks(const LaunchOptions& options);
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

@@ -5,7 +5,7 @@
 
 #include "warmup/error.h"
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 
 struct Nccl::Api {
   int (*get_version)(int*) = nullptr;
@@ -98,4 +98,4 @@ void Nccl::abort() {
   comm_ = nullptr;
 }
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

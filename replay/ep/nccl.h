@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 
 using NcclUniqueId = std::array<char, 128>;
 
@@ -38,4 +38,4 @@ class Nccl {
   void* comm_ = nullptr;
 };
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

@@ -10,7 +10,7 @@
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 namespace {
 
 constexpr std::string_view kEp = "ep";
@@ -242,4 +242,4 @@ RankLaunches rank_launches(const ModelConfig& config, const Placement& p, std::i
   return l;
 }
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

@@ -18,7 +18,7 @@
 #include "spaces/serving.h"
 #include "warmup/model_config.h"
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 
 using Bytes = std::vector<std::uint8_t>;
 
@@ -120,4 +120,4 @@ struct RankLaunches {
 };
 RankLaunches rank_launches(const ModelConfig& config, const Placement& p, std::int64_t rank, std::int64_t n_alloc);
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

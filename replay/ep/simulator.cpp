@@ -14,7 +14,7 @@
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 namespace {
 
 using reference::IndexVector;
@@ -32,7 +32,7 @@ RowMatrixXf gemm(const RowMatrixXf& a, const RowMatrixXf& b, std::int64_t n, con
 }  // namespace
 
 ExpertWeights make_weights(const ModelConfig& config, std::uint64_t seed) {
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
   ExpertWeights w;
   w.hidden = config.hidden_size;
   w.inter = config.moe_intermediate_size;
@@ -61,7 +61,7 @@ std::vector<RankInput> make_inputs(const ModelConfig& config, const std::vector<
   check_input(k <= l, "ep", "num_experts_per_tok", k, " exceeds the ", l, " routed experts");
   std::vector<RankInput> out;
   for (std::size_t r = 0; r < tokens_per_rank.size(); ++r) {
-    CaseRng rng(derive_seed(seed, r));
+    spaces::CaseRng rng(spaces::derive_seed(seed, r));
     const std::int64_t t = tokens_per_rank[r];
     RankInput in;
     in.x.resize(t, h);
@@ -297,4 +297,4 @@ std::vector<std::string> check_protocol(const Placement& p, const std::vector<Ra
   return bad;
 }
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

@@ -14,7 +14,7 @@
 #include "reference/ep_scatter.h"
 #include "replay/ep/protocol.h"
 
-namespace warmkey::ep {
+namespace warmkey::replay::ep {
 
 // The routed experts' weights, per logical expert (replicas share them).
 struct ExpertWeights {
@@ -91,4 +91,4 @@ std::vector<std::string> check_launch_keys(const ModelConfig& config, const Simu
 std::vector<std::string> check_protocol(const Placement& p, const std::vector<RankInput>& in, const Simulation& s,
                                         std::int64_t top_k);
 
-}  // namespace warmkey::ep
+}  // namespace warmkey::replay::ep

@@ -11,7 +11,7 @@
 
 #include "warmup/error.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 
 struct Cublas::Api {
   decltype(&cublasCreate_v2) create = nullptr;
@@ -124,4 +124,4 @@ void Cublas::add(DType dtype, std::int64_t n, const void* x, void* y, Stream str
   check(api_->axpy_ex(h, static_cast<int>(n), &alpha, CUDA_R_32F, x, t, 1, y, t, 1, CUDA_R_32F), "cublasAxpyEx");
 }
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

@@ -9,7 +9,7 @@
 #include "warmup/device.h"
 #include "warmup/dtype.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 
 class Cublas {
  public:
@@ -36,4 +36,4 @@ class Cublas {
   std::string reason_;
 };
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

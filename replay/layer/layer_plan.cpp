@@ -10,7 +10,7 @@
 #include "spaces/serving.h"
 #include "warmup/error.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 namespace {
 
 bool has_format(const ModelConfig& c, std::string_view f) {
@@ -598,4 +598,4 @@ LayerCost layer_cost(const ModelConfig& c, LayerBackend backend, const LayerBatc
   return cost;
 }
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

@@ -68,7 +68,7 @@
 #include "warmup/model_config.h"
 #include "warmup/tensor.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 
 enum class LayerBackend { bf16, fp8, nvfp4 };
 std::string_view backend_name(LayerBackend b);
@@ -222,4 +222,4 @@ struct LayerCost {
 LayerCost layer_cost(const ModelConfig& config, LayerBackend backend, const LayerBatch& batch,
                      const RoutedExperts& routed);
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

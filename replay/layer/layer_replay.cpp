@@ -7,9 +7,9 @@
 #include "warmup/device.h"
 #include "warmup/error.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 
-LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& trace, JitRuntime& rt,
+LayerReplay replay_layers(const ModelConfig& config, const replay::Trace& trace, JitRuntime& rt,
                           const std::unordered_set<BoundKey, BoundKeyHash>* warmed, std::size_t max_findings) {
   LayerReplay out;
   out.stats.kernel = "moe_layer";
@@ -18,7 +18,7 @@ LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& t
   auto add = [&](const std::string& kind, const std::string& batch, const std::string& variant,
                  const std::string& inputs, const std::string& message) {
     if (out.findings.size() >= max_findings) return;
-    equivalence::ReplayFinding f;
+    replay::ReplayFinding f;
     f.kind = kind;
     f.kernel = "moe_layer";
     f.batch = batch;
@@ -27,7 +27,7 @@ LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& t
     f.message = message;
     out.findings.push_back(std::move(f));
   };
-  for (const equivalence::TraceItem& item : trace.items) {
+  for (const replay::TraceItem& item : trace.items) {
     const auto* sb = std::get_if<spaces::ServingBatch>(&item);
     if (!sb || sb->rows() < 1) continue;
     for (LayerBackend backend : backends) {
@@ -106,4 +106,4 @@ LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& t
   return out;
 }
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

@@ -15,17 +15,17 @@
 #include "replay/replay.h"
 #include "replay/trace.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 
 struct LayerReplay {
-  equivalence::ReplayKernelStats stats;              // kernel "moe_layer": launches, runtime compiles, unwarmed, errors
-  std::vector<equivalence::ReplayFinding> findings;  // at most max_findings
-  std::size_t layers = 0;                            // plans replayed
-  std::size_t captured = 0;                          // of them, decode plans replayed inside a CaptureScope
-  std::size_t capture_refusals = 0;                  // lookups refused inside one (also runtime_compiles)
+  replay::ReplayKernelStats stats;              // kernel "moe_layer": launches, runtime compiles, unwarmed, errors
+  std::vector<replay::ReplayFinding> findings;  // at most max_findings
+  std::size_t layers = 0;                       // plans replayed
+  std::size_t captured = 0;                     // of them, decode plans replayed inside a CaptureScope
+  std::size_t capture_refusals = 0;             // lookups refused inside one (also runtime_compiles)
 };
 
-LayerReplay replay_layers(const ModelConfig& config, const equivalence::Trace& trace, JitRuntime& rt,
+LayerReplay replay_layers(const ModelConfig& config, const replay::Trace& trace, JitRuntime& rt,
                           const std::unordered_set<BoundKey, BoundKeyHash>* warmed, std::size_t max_findings);
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

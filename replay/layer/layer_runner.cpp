@@ -22,7 +22,7 @@
 #include "warmup/roofline.h"
 #include "warmup/runtime.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 namespace {
 
 using reference::RowMatrixXf;
@@ -735,4 +735,4 @@ nlohmann::json LayerRunReport::to_json() const {
   return j;
 }
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

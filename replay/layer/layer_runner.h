@@ -20,7 +20,7 @@
 
 #include "replay/layer/layer_plan.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 
 struct LayerRunOptions {
   std::string config = "dsv4-flash";
@@ -96,4 +96,4 @@ struct LayerRunReport {
 // peak) are in the report.
 LayerRunReport run_layer(const LayerRunOptions& options);
 
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

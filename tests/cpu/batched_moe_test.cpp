@@ -42,12 +42,12 @@ TEST(BatchedMoeReference, rowsBelowTheCountOnlyAndFp8GroupsTakeTheirScales) {
 }
 
 TEST(BatchedMoeOracleCases, keepRowsPastACountAndAreNeverAllZero) {
-  BatchedMoeCase p;
+  equivalence::BatchedMoeCase p;
   p.num_experts = 3;
   p.max_tokens = 5;
-  const NumericCase c = BatchedMoeOracle::make_case(p);
-  const HostTensor& out = c.expected.front();
-  const HostTensor& counts = c.input("expert_num_tokens");
+  const equivalence::NumericCase c = equivalence::BatchedMoeOracle::make_case(p);
+  const equivalence::HostTensor& out = c.expected.front();
+  const equivalence::HostTensor& counts = c.input("expert_num_tokens");
   EXPECT_EQ(counts.get_int(0), 5);
   EXPECT_EQ(counts.get_int(2), 0);
   bool nonzero = false;
@@ -70,8 +70,9 @@ TEST(BatchedMoeOracleCases, bigLaunchesShrinkToTheSameKey) {
   a.c = Tensor::meta(DType::bf16, {256, 8192, 4096});
   a.expert_num_tokens = Tensor::meta(DType::i32, {256});
   const CompileKey big = kKernel.dispatch(a);
-  const NumericCase c = BatchedMoeOracle::make_case(a, load_config("dsv4-flash"), 1, /*reference=*/false);
-  const HostTensor& x = c.input("a");
+  const equivalence::NumericCase c =
+      equivalence::BatchedMoeOracle::make_case(a, load_config("dsv4-flash"), 1, /*reference=*/false);
+  const equivalence::HostTensor& x = c.input("a");
   BatchedMoeArgs small;
   small.a = Tensor::meta(DType::bf16, {x.shape[0], x.shape[1], x.shape[2]});
   small.b = Tensor::meta(DType::bf16, {x.shape[0], 4096, 4096});

@@ -50,7 +50,7 @@ TEST(CountExpertTokensReference, mapsGlobalToLocalAndSkipsUnmapped) {
 }
 
 TEST(CountExpertTokensReference, sumIsTheNumberOfCountedIdsAndIdentityMapChangesNothing) {
-  CaseRng rng(test::test_seed());
+  spaces::CaseRng rng(test::test_seed());
   for (int trial = 0; trial < 20; ++trial) {
     const int local = static_cast<int>(rng.uniform_int(1, 64));
     IndexVector ids(rng.uniform_int(1, 500));
@@ -67,21 +67,21 @@ TEST(CountExpertTokensReference, sumIsTheNumberOfCountedIdsAndIdentityMapChanges
 }
 
 TEST(CountExpertTokensOracle, casesAreNeverAllZeroAndReplayFromDisk) {
-  CountExpertTokensCase p;
+  equivalence::CountExpertTokensCase p;
   p.expert_map = true;
   p.num_tokens = 3;
   p.seed = test::test_seed();
-  const NumericCase c = CountExpertTokensOracle::make_case(p);
+  const equivalence::NumericCase c = equivalence::CountExpertTokensOracle::make_case(p);
   std::int64_t counted = 0;
   for (std::int64_t e = 0; e < c.expected_output("counts").numel(); ++e)
     counted += c.expected_output("counts").get_int(e);
   EXPECT_GT(counted, 0);
-  ASSERT_TRUE(compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
+  ASSERT_TRUE(equivalence::compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
 
   test::TempDir dir;
-  write_case(dir.path(), c);
-  NumericCase back = read_case(dir.path());
-  CountExpertTokensOracle{}.compute_reference(back);
+  equivalence::write_case(dir.path(), c);
+  equivalence::NumericCase back = equivalence::read_case(dir.path());
+  equivalence::CountExpertTokensOracle{}.compute_reference(back);
   EXPECT_TRUE(test::outputs_match(back, c.expected));
 }
 

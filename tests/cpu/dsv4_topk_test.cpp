@@ -412,18 +412,18 @@ TEST(Dsv4TopkFastPath, exactTiesAndInfinitiesTakeTheFloat64Path) {
 // ---- oracle ------------------------------------------------------------------------------------
 
 TEST(Dsv4TopkOracle, casesAreNeverAllZeroAndReplayFromDisk) {
-  Dsv4TopkCase p;
+  equivalence::Dsv4TopkCase p;
   p.num_tokens = 9;
   p.vl = true;
   p.hash = true;
   p.padding = true;
   p.seed = test::test_seed();
-  const NumericCase c = Dsv4TopkOracle::make_case(p);
-  ASSERT_TRUE(compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
+  const equivalence::NumericCase c = equivalence::Dsv4TopkOracle::make_case(p);
+  ASSERT_TRUE(equivalence::compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
   test::TempDir dir;
-  write_case(dir.path(), c);
-  NumericCase back = read_case(dir.path());
-  Dsv4TopkOracle{}.compute_reference(back);
+  equivalence::write_case(dir.path(), c);
+  equivalence::NumericCase back = equivalence::read_case(dir.path());
+  equivalence::Dsv4TopkOracle{}.compute_reference(back);
   EXPECT_TRUE(test::outputs_match(back, c.expected));
 }
 
@@ -437,7 +437,7 @@ TEST(Dsv4TopkOracle, sweepsCoverEveryModeOfTheConfig) {
   };
   for (const char* w : {"hash layer", "routed layer", ", VL", "offset=1", "padded", "T=1,", "T=8192,"})
     EXPECT_TRUE(has(w)) << w;
-  const NumericCase c = cases.front().make();
+  const equivalence::NumericCase c = cases.front().make();
   EXPECT_EQ(c.kernel, "dsv4_topk");
   EXPECT_NE(c.label.find("T=1 "), std::string::npos) << c.label;
 }

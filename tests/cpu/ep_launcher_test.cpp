@@ -14,24 +14,24 @@
 namespace warmkey {
 namespace {
 
-ep::LaunchOptions options(std::int64_t ranks) {
-  ep::LaunchOptions o;
+replay::ep::LaunchOptions options(std::int64_t ranks) {
+  replay::ep::LaunchOptions o;
   o.config = load_config("tiny");
   o.config.ep_size = ranks;
   o.tokens = {9, 0, 17};
-  o.warm = ep::LaunchOptions::Warm::none;
+  o.warm = replay::ep::LaunchOptions::Warm::none;
   o.timeout_s = 60;
   return o;
 }
 
 TEST(EpLauncher, ranksMatchTheSingleProcessLayer) {
   for (std::int64_t ranks : {2, 4}) {
-    const ep::LaunchReport r = ep::run_ranks(options(ranks));
+    const replay::ep::LaunchReport r = replay::ep::run_ranks(options(ranks));
     EXPECT_TRUE(r.ok) << r.text();
     ASSERT_EQ(r.ranks.size(), static_cast<std::size_t>(ranks));
     EXPECT_EQ(r.steps, 3);
     std::int64_t sent = 0, received = 0;
-    for (const ep::RankSummary& s : r.ranks) {
+    for (const replay::ep::RankSummary& s : r.ranks) {
       EXPECT_EQ(s.id_digest, r.ranks[0].id_digest);
       EXPECT_EQ(s.launches, 9);
       sent += s.sent_rows;
@@ -45,12 +45,12 @@ TEST(EpLauncher, ranksMatchTheSingleProcessLayer) {
 TEST(EpLauncher, ranksShareOneDiskCacheAndCompileEachKeyOnce) {
   const auto dir = std::filesystem::temp_directory_path() / "warmkey-ep-launcher-test-cache";
   std::filesystem::remove_all(dir);
-  ep::LaunchOptions o = options(2);
+  replay::ep::LaunchOptions o = options(2);
   o.tokens = {4};
-  o.warm = ep::LaunchOptions::Warm::ep_kernels;
+  o.warm = replay::ep::LaunchOptions::Warm::ep_kernels;
   o.cache_dir = dir;
   o.arch = "sm_90";
-  const ep::LaunchReport r = ep::run_ranks(o);
+  const replay::ep::LaunchReport r = replay::ep::run_ranks(o);
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(r.ok) << r.text();
   EXPECT_EQ(r.ranks[0].warm_keys, r.ranks[1].warm_keys);
@@ -61,28 +61,28 @@ TEST(EpLauncher, ranksShareOneDiskCacheAndCompileEachKeyOnce) {
 TEST(EpLauncher, aRankThatDiesFailsTheRunNamingRankAndPhase) {
   for (const char* phase : {"warmup", "dispatch", "combine", "result"}) {
     SCOPED_TRACE(phase);
-    ep::LaunchOptions o = options(4);
+    replay::ep::LaunchOptions o = options(4);
     o.fail_rank = 2;
     o.fail_phase = phase;
-    const ep::LaunchReport r = ep::run_ranks(o);
+    const replay::ep::LaunchReport r = replay::ep::run_ranks(o);
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.error, std::string("rank 2 died (exited with status 3) during the ") + phase + " phase") << r.text();
   }
-  ep::LaunchOptions o = options(2);
+  replay::ep::LaunchOptions o = options(2);
   o.fail_rank = 1;
   o.fail_phase = "id";  // dies while the parent waits for rank 0's id
-  const ep::LaunchReport r = ep::run_ranks(o);
+  const replay::ep::LaunchReport r = replay::ep::run_ranks(o);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("rank 1 died"), std::string::npos) << r.text();
 }
 
 TEST(EpLauncher, aRankThatHangsTimesOutInsteadOfHanging) {
-  ep::LaunchOptions o = options(2);
+  replay::ep::LaunchOptions o = options(2);
   o.hang_rank = 0;
   o.fail_phase = "combine";
   o.timeout_s = 1;
   const auto t0 = std::chrono::steady_clock::now();
-  const ep::LaunchReport r = ep::run_ranks(o);
+  const replay::ep::LaunchReport r = replay::ep::run_ranks(o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.error.find("rank 0 did not finish the combine phase within 1 s (timed out"), std::string::npos)
@@ -91,18 +91,18 @@ TEST(EpLauncher, aRankThatHangsTimesOutInsteadOfHanging) {
 }
 
 TEST(EpLauncher, badOptionsAreInputErrors) {
-  ep::LaunchOptions o = options(2);
+  replay::ep::LaunchOptions o = options(2);
   o.tokens = {100000};
-  EXPECT_THROW(ep::run_ranks(o), InputError);
+  EXPECT_THROW(replay::ep::run_ranks(o), InputError);
   o = options(3);
-  EXPECT_THROW(ep::run_ranks(o), InputError);
+  EXPECT_THROW(replay::ep::run_ranks(o), InputError);
 }
 
 // NCCL is loaded only when asked for: on a machine without it the loader says why; where the
 // library is present its version is the 2.x ABI the declarations follow.
 TEST(EpNccl, loadsLazilyOrSaysWhy) {
   std::string why;
-  const std::unique_ptr<ep::Nccl> nccl = ep::Nccl::load(&why);
+  const std::unique_ptr<replay::ep::Nccl> nccl = replay::ep::Nccl::load(&why);
   if (!nccl) {
     EXPECT_NE(why.find("libnccl.so.2"), std::string::npos) << why;
     GTEST_SKIP() << why;

@@ -51,27 +51,27 @@ TEST(EpScatterReference, packedScalesAreMnMajor) {
   (void)scale;
 }
 
-NumericCase scatter_case(bool packed, std::uint64_t seed) {
+equivalence::NumericCase scatter_case(bool packed, std::uint64_t seed) {
   const ModelConfig c = load_config("tiny");
   const EpScatterArgs a = spaces::EpScatterSpace::make(37, 256, 4, 8, packed, 0, 8);
-  return EpScatterOracle::make_case(a, c, seed);
+  return equivalence::EpScatterOracle::make_case(a, c, seed);
 }
 
 // What the GPU may legally produce: each expert's rows in another order.
-std::vector<HostTensor> permuted_within_experts(const NumericCase& c, std::uint64_t seed) {
-  std::vector<HostTensor> got = c.expected;
-  HostTensor& index = got[5];
-  HostTensor& out = got[2];
-  HostTensor& scale = got[3];
-  const HostTensor& topk = c.input("recv_topk");
+std::vector<equivalence::HostTensor> permuted_within_experts(const equivalence::NumericCase& c, std::uint64_t seed) {
+  std::vector<equivalence::HostTensor> got = c.expected;
+  equivalence::HostTensor& index = got[5];
+  equivalence::HostTensor& out = got[2];
+  equivalence::HostTensor& scale = got[3];
+  const equivalence::HostTensor& topk = c.input("recv_topk");
   const std::int64_t h = out.shape.at(1), m = out.shape.at(0);
   const bool packed = scale.dtype == DType::i32;
   const std::int64_t sc = packed ? scale.shape.at(0) : scale.shape.at(1);
   std::map<std::int64_t, std::vector<std::int64_t>> slots;
   for (std::int64_t s = 0; s < index.numel(); ++s)
     if (index.get_int(s) >= 0) slots[topk.get_int(s)].push_back(s);
-  const HostTensor out0 = out, scale0 = scale;
-  CaseRng rng(seed);
+  const equivalence::HostTensor out0 = out, scale0 = scale;
+  spaces::CaseRng rng(seed);
   for (auto& [e, v] : slots) {
     std::vector<std::int64_t> rows;
     for (std::int64_t s : v) rows.push_back(c.expected[5].get_int(s));
@@ -92,14 +92,14 @@ std::vector<HostTensor> permuted_within_experts(const NumericCase& c, std::uint6
 TEST(EpScatterOracle, comparesThroughTheRecordedIndices) {
   for (bool packed : {false, true}) {
     SCOPED_TRACE(packed ? "packed" : "f32");
-    const NumericCase c = scatter_case(packed, 0x5eed + packed);
-    std::vector<HostTensor> got = permuted_within_experts(c, 42);
-    EXPECT_FALSE(compare_outputs(c, got).ok);  // raw: the order differs
-    EXPECT_TRUE(compare_outputs(c, EpScatterOracle::canonical_order(c, got)).ok);
+    const equivalence::NumericCase c = scatter_case(packed, 0x5eed + packed);
+    std::vector<equivalence::HostTensor> got = permuted_within_experts(c, 42);
+    EXPECT_FALSE(equivalence::compare_outputs(c, got).ok);  // raw: the order differs
+    EXPECT_TRUE(equivalence::compare_outputs(c, equivalence::EpScatterOracle::canonical_order(c, got)).ok);
     // A slot recorded in another expert's rows is not a permutation: the comparison fails.
-    HostTensor& index = got[5];
+    equivalence::HostTensor& index = got[5];
     std::int64_t a = -1, b = -1;
-    const HostTensor& topk = c.input("recv_topk");
+    const equivalence::HostTensor& topk = c.input("recv_topk");
     for (std::int64_t s = 0; s < index.numel() && b < 0; ++s) {
       if (index.get_int(s) < 0) continue;
       if (a < 0)
@@ -111,7 +111,7 @@ TEST(EpScatterOracle, comparesThroughTheRecordedIndices) {
     const std::int64_t ra = index.get_int(a);
     index.set_int(a, index.get_int(b));
     index.set_int(b, ra);
-    EXPECT_FALSE(compare_outputs(c, EpScatterOracle::canonical_order(c, got)).ok);
+    EXPECT_FALSE(equivalence::compare_outputs(c, equivalence::EpScatterOracle::canonical_order(c, got)).ok);
   }
 }
 

@@ -28,18 +28,18 @@ ModelConfig ep_config(std::int64_t ranks, std::int64_t redundant) {
 
 struct Step {
   ModelConfig config;
-  ep::Placement placement;
-  std::vector<ep::RankInput> in;
-  ep::Simulation sim;
-  ep::ReferenceLayer ref;
+  replay::ep::Placement placement;
+  std::vector<replay::ep::RankInput> in;
+  replay::ep::Simulation sim;
+  replay::ep::ReferenceLayer ref;
 };
 
 Step run(const ModelConfig& c, const std::vector<std::int64_t>& tokens, std::uint64_t seed, std::int64_t version = 1) {
-  Step r{c, ep::Placement::make(c, spaces::eplb_state(c, version), c.ep_size), {}, {}, {}};
-  const ep::ExpertWeights w = ep::make_weights(c, seed ^ 0x77);
-  r.in = ep::make_inputs(c, tokens, seed);
-  r.sim = ep::simulate(c, r.placement, w, r.in);
-  r.ref = ep::reference_layer(c, r.placement, w, r.in);
+  Step r{c, replay::ep::Placement::make(c, spaces::eplb_state(c, version), c.ep_size), {}, {}, {}};
+  const replay::ep::ExpertWeights w = replay::ep::make_weights(c, seed ^ 0x77);
+  r.in = replay::ep::make_inputs(c, tokens, seed);
+  r.sim = replay::ep::simulate(c, r.placement, w, r.in);
+  r.ref = replay::ep::reference_layer(c, r.placement, w, r.in);
   return r;
 }
 
@@ -54,10 +54,12 @@ TEST(EpSimulator, twoRanksWithEplbMatchTheSingleProcessLayer) {
   EXPECT_EQ(r.placement.physical, 20);
   EXPECT_EQ(r.placement.local, 10);
   EXPECT_EQ(r.sim.n_alloc, 26);
-  EXPECT_TRUE(ep::compare_layers(r.sim, r.ref, 4).empty()) << lines(ep::compare_layers(r.sim, r.ref, 4));
-  EXPECT_TRUE(ep::check_protocol(r.placement, r.in, r.sim, 4).empty())
-      << lines(ep::check_protocol(r.placement, r.in, r.sim, 4));
-  EXPECT_TRUE(ep::check_launch_keys(r.config, r.sim).empty()) << lines(ep::check_launch_keys(r.config, r.sim));
+  EXPECT_TRUE(replay::ep::compare_layers(r.sim, r.ref, 4).empty())
+      << lines(replay::ep::compare_layers(r.sim, r.ref, 4));
+  EXPECT_TRUE(replay::ep::check_protocol(r.placement, r.in, r.sim, 4).empty())
+      << lines(replay::ep::check_protocol(r.placement, r.in, r.sim, 4));
+  EXPECT_TRUE(replay::ep::check_launch_keys(r.config, r.sim).empty())
+      << lines(replay::ep::check_launch_keys(r.config, r.sim));
   // The step did real work on both ranks: tokens crossed ranks and the outputs are not zero.
   EXPECT_GT(r.sim.ranks[0].tokens_to_rank[1], 0);
   EXPECT_GT(r.sim.ranks[1].tokens_to_rank[0], 0);
@@ -66,10 +68,10 @@ TEST(EpSimulator, twoRanksWithEplbMatchTheSingleProcessLayer) {
 
 TEST(EpSimulator, aWrongElementIsSeen) {
   Step r = run(ep_config(2, 0), {9, 9}, 3);
-  ASSERT_TRUE(ep::compare_layers(r.sim, r.ref, 4).empty());
+  ASSERT_TRUE(replay::ep::compare_layers(r.sim, r.ref, 4).empty());
   // One element off by more than the summation-order bound (4 K ulps of its terms' magnitude).
   r.sim.out[1](3, 5) += 1e-4f * (r.ref.bound[1](3, 5) + 1.0f);
-  const auto bad = ep::compare_layers(r.sim, r.ref, 4);
+  const auto bad = replay::ep::compare_layers(r.sim, r.ref, 4);
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_NE(bad[0].find("rank 1: 1 elements differ"), std::string::npos) << bad[0];
 }
@@ -81,21 +83,22 @@ TEST(EpSimulator, aStepPastTheWarmedTokenRangeIsReported) {
   ModelConfig small = r.config;
   small.max_num_batched_tokens = 1;
   small.max_num_seqs = 1;
-  const auto bad = ep::check_launch_keys(small, r.sim);
+  const auto bad = replay::ep::check_launch_keys(small, r.sim);
   EXPECT_FALSE(bad.empty());
   EXPECT_NE(lines(bad).find("deepep_globalize"), std::string::npos) << lines(bad);
 }
 
 TEST(EpSimulator, ranksWithoutTokensStillCombine) {
   const Step r = run(ep_config(4, 8), {0, 5, 0, 1}, 11);
-  EXPECT_TRUE(ep::compare_layers(r.sim, r.ref, 4).empty()) << lines(ep::compare_layers(r.sim, r.ref, 4));
-  EXPECT_TRUE(ep::check_protocol(r.placement, r.in, r.sim, 4).empty());
+  EXPECT_TRUE(replay::ep::compare_layers(r.sim, r.ref, 4).empty())
+      << lines(replay::ep::compare_layers(r.sim, r.ref, 4));
+  EXPECT_TRUE(replay::ep::check_protocol(r.placement, r.in, r.sim, 4).empty());
   EXPECT_EQ(r.sim.out[0].rows(), 0);
 }
 
 TEST(EpPlacement, replicasGetTheIdsPastTheLogicalExperts) {
   const ModelConfig c = ep_config(2, 4);
-  const ep::Placement p = ep::Placement::make(c, spaces::eplb_state(c, 1), 2);
+  const replay::ep::Placement p = replay::ep::Placement::make(c, spaces::eplb_state(c, 1), 2);
   std::int64_t replicas = 0;
   for (std::int64_t e = 0; e < p.logical; ++e) {
     EXPECT_EQ(p.l2p[static_cast<std::size_t>(e * p.slots)], e);
@@ -103,15 +106,15 @@ TEST(EpPlacement, replicasGetTheIdsPastTheLogicalExperts) {
       EXPECT_EQ(p.p2l[static_cast<std::size_t>(p.l2p[static_cast<std::size_t>(e * p.slots + r)])], e);
   }
   EXPECT_EQ(replicas, 4);
-  EXPECT_THROW(ep::Placement::make(c, spaces::eplb_state(c, 1), 3), InputError);
+  EXPECT_THROW(replay::ep::Placement::make(c, spaces::eplb_state(c, 1), 3), InputError);
 }
 
 TEST(EpQuantisation, roundTripsWithinAnE4m3Step) {
   reference::RowMatrixXf x(2, 256);
   for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = static_cast<float>((i % 37) - 18) * 0.37f;
-  const ep::QuantRows q = ep::quantize_rows(x);
+  const replay::ep::QuantRows q = replay::ep::quantize_rows(x);
   EXPECT_EQ(q.scale_cols, 1);
-  const reference::RowMatrixXf back = ep::dequantize_rows(q.q, q.scale, 2, 256);
+  const reference::RowMatrixXf back = replay::ep::dequantize_rows(q.q, q.scale, 2, 256);
   EXPECT_LE((back - x).cwiseAbs().maxCoeff(), 0.0625f * x.cwiseAbs().maxCoeff());
 }
 
@@ -125,9 +128,9 @@ RC_GTEST_PROP(EpSimulator, distributedLayerEqualsTheSingleProcessLayer, ()) {
   const auto seed = *rc::gen::arbitrary<std::uint32_t>().as("seed");
   const std::int64_t version = *rc::gen::inRange<std::int64_t>(0, 4).as("eplb version");
   const Step r = run(c, tokens, seed, version);
-  RC_ASSERT(ep::compare_layers(r.sim, r.ref, c.num_experts_per_tok).empty());
-  RC_ASSERT(ep::check_protocol(r.placement, r.in, r.sim, c.num_experts_per_tok).empty());
-  RC_ASSERT(ep::check_launch_keys(c, r.sim).empty());
+  RC_ASSERT(replay::ep::compare_layers(r.sim, r.ref, c.num_experts_per_tok).empty());
+  RC_ASSERT(replay::ep::check_protocol(r.placement, r.in, r.sim, c.num_experts_per_tok).empty());
+  RC_ASSERT(replay::ep::check_launch_keys(c, r.sim).empty());
 }
 
 }  // namespace

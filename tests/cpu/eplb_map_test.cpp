@@ -125,17 +125,17 @@ RC_GTEST_PROP(EplbMapReference, loadHistogramCountsTheRecordedOutputs, ()) {
 
 TEST(EplbMapOracle, casesAreNeverAllZeroAndReplayFromDisk) {
   for (bool in_place : {false, true}) {
-    EplbMapCase p;
+    equivalence::EplbMapCase p;
     p.num_tokens = 33;
     p.in_place = in_place;
     p.num_unpadded = true;
     p.seed = test::test_seed();
-    const NumericCase c = EplbMapOracle::make_case(p);
-    ASSERT_TRUE(compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
+    const equivalence::NumericCase c = equivalence::EplbMapOracle::make_case(p);
+    ASSERT_TRUE(equivalence::compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
     test::TempDir dir;
-    write_case(dir.path(), c);
-    NumericCase back = read_case(dir.path());
-    EplbMapOracle{}.compute_reference(back);
+    equivalence::write_case(dir.path(), c);
+    equivalence::NumericCase back = equivalence::read_case(dir.path());
+    equivalence::EplbMapOracle{}.compute_reference(back);
     EXPECT_TRUE(test::outputs_match(back, c.expected));
   }
 }

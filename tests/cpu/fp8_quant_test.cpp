@@ -212,12 +212,12 @@ TEST(Fp8QuantContract, everyGroupSizeDtypeAndScaleFormatCompiles) {
 // comparison of codes and scales must reject it.
 enum class Bug { nearest_power_of_two, ties_away_from_zero, fnuz_max_240 };
 
-std::vector<HostTensor> planted_output(const NumericCase& c, Bug bug) {
-  const HostTensor& x_t = c.input("x");
+std::vector<equivalence::HostTensor> planted_output(const equivalence::NumericCase& c, Bug bug) {
+  const equivalence::HostTensor& x_t = c.input("x");
   const std::int64_t t = x_t.shape.at(0), stride = x_t.shape.at(1), h = c.scalars.at("num_cols");
   const std::int64_t g = c.scalars.at("group_size");
-  std::vector<HostTensor> out = c.expected;
-  HostTensor &q = out[0], &s = out[1];
+  std::vector<equivalence::HostTensor> out = c.expected;
+  equivalence::HostTensor &q = out[0], &s = out[1];
   std::vector<float> v(static_cast<std::size_t>(g));
   for (std::int64_t r = 0; r < t; ++r) {
     for (std::int64_t b = 0; b < h / g; ++b) {
@@ -244,16 +244,16 @@ std::vector<HostTensor> planted_output(const NumericCase& c, Bug bug) {
 
 TEST(Fp8QuantOracle, exactComparisonCatchesRoundingAndClampBugs) {
   for (DType sd : {DType::ue8m0, DType::f32}) {
-    Fp8QuantCase p;
+    equivalence::Fp8QuantCase p;
     p.num_rows = 16;
     p.hidden = 512;
     p.scale_dtype = sd;
     p.seed = 23;
-    const NumericCase c = Fp8QuantOracle::make_case(p);
-    EXPECT_TRUE(compare_outputs(c, c.expected).ok);
+    const equivalence::NumericCase c = equivalence::Fp8QuantOracle::make_case(p);
+    EXPECT_TRUE(equivalence::compare_outputs(c, c.expected).ok);
     for (Bug bug : {Bug::nearest_power_of_two, Bug::ties_away_from_zero, Bug::fnuz_max_240}) {
       if (bug == Bug::nearest_power_of_two && sd == DType::f32) continue;  // ue8m0 only
-      EXPECT_FALSE(compare_outputs(c, planted_output(c, bug)).ok)
+      EXPECT_FALSE(equivalence::compare_outputs(c, planted_output(c, bug)).ok)
           << dtype_name(sd) << " bug " << static_cast<int>(bug) << " passed the oracle";
     }
   }
@@ -261,7 +261,7 @@ TEST(Fp8QuantOracle, exactComparisonCatchesRoundingAndClampBugs) {
 
 TEST(Fp8QuantOracle, casesFollowTheSpaceLayoutAndSweepBothOperands) {
   const ModelConfig fp8 = load_config("dsv4-flash-fp8");
-  const NumericCase strided = Fp8QuantOracle::make_case(serving(fp8, 3, 8, 2), fp8, 5);
+  const equivalence::NumericCase strided = equivalence::Fp8QuantOracle::make_case(serving(fp8, 3, 8, 2), fp8, 5);
   EXPECT_EQ(strided.input("x").shape, (std::vector<std::int64_t>{3, 4104}));
   EXPECT_EQ(strided.input("x").align_offset, 2);
   EXPECT_EQ(strided.expected_output("scale").dtype, DType::ue8m0);

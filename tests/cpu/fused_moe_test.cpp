@@ -131,11 +131,11 @@ TEST(FusedMoeReference, roundsOnceToTheOutputDtype) {
 }
 
 TEST(FusedMoeCaseBuilder, casesAreNeverAllZeroAndCoverEveryEntry) {
-  FusedMoeCase p;
+  equivalence::FusedMoeCase p;
   p.num_tokens = 9;
   p.nonlocal_every = 3;
-  const NumericCase c = make_fused_moe_case(p);
-  const HostTensor& out = c.expected_output("c");
+  const equivalence::NumericCase c = equivalence::make_fused_moe_case(p);
+  const equivalence::HostTensor& out = c.expected_output("c");
   bool nonzero = false;
   for (std::int64_t i = 0; i < out.numel(); ++i) {
     EXPECT_FALSE(std::isnan(out.get_float(i))) << i;  // every entry is named by the layout

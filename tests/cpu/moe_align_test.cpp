@@ -104,18 +104,18 @@ RC_GTEST_PROP(MoeAlignReference, layoutIsAStableSortPaddedToBlockM, ()) {
 }
 
 TEST(MoeAlignOracle, casesAreNeverAllZeroAndReplayFromDisk) {
-  MoeAlignCase p;
+  equivalence::MoeAlignCase p;
   p.num_tokens = 40;
   p.expert_map = true;
   p.skewed = true;
   p.extra_capacity = 5;
   p.seed = test::test_seed();
-  const NumericCase c = MoeAlignOracle::make_case(p);
-  ASSERT_TRUE(compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
+  const equivalence::NumericCase c = equivalence::MoeAlignOracle::make_case(p);
+  ASSERT_TRUE(equivalence::compare_outputs(c, c.expected).ok) << compare_outputs(c, c.expected).text();
   test::TempDir dir;
-  write_case(dir.path(), c);
-  NumericCase back = read_case(dir.path());
-  MoeAlignOracle{}.compute_reference(back);
+  equivalence::write_case(dir.path(), c);
+  equivalence::NumericCase back = equivalence::read_case(dir.path());
+  equivalence::MoeAlignOracle{}.compute_reference(back);
   EXPECT_TRUE(test::outputs_match(back, c.expected));
 }
 

@@ -13,7 +13,7 @@
 #include "spaces/fused_moe.h"
 #include "warmup/error.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 namespace {
 
 struct ConfigBackend {
@@ -339,4 +339,4 @@ TEST(MoeLayerPlan, rooflineOfAUniformRoutingCountsEveryRoutedExpert) {
 }
 
 }  // namespace
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

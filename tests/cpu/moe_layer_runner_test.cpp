@@ -8,7 +8,7 @@
 #include "warmup/device.h"
 #include "warmup/error.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 namespace {
 
 std::string refusal(const LayerRunOptions& o) {
@@ -97,4 +97,4 @@ TEST(MoeLayerRunner, anEmptyReportIsOkAndPrintsItsVerdict) {
 }
 
 }  // namespace
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

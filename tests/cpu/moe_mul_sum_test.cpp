@@ -71,7 +71,7 @@ TEST(MoeMulSumReference, roundsOnceToTheOutputDtypeNearestEven) {
 }
 
 TEST(MoeMulSumReference, isLinearInTheWeights) {
-  CaseRng rng(test::test_seed());
+  spaces::CaseRng rng(test::test_seed());
   const int t = 5, k = 6, h = 33;
   RowMatrixXf x(t * k, h), w1(t, k), w2(t, k);
   for (auto* m : {&x, &w1, &w2}) {

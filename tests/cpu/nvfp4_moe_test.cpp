@@ -189,11 +189,11 @@ TEST(Nvfp4MoeReference, inconsistentShapesAreErrors) {
 }
 
 TEST(Nvfp4MoeCaseBuilder, casesAreNeverAllZeroAndCoverEveryEntry) {
-  Nvfp4MoeCase p;
+  equivalence::Nvfp4MoeCase p;
   p.num_tokens = 9;
   p.nonlocal_every = 3;
-  const NumericCase c = make_nvfp4_moe_case(p);
-  const HostTensor& out = c.expected_output("c");
+  const equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(p);
+  const equivalence::HostTensor& out = c.expected_output("c");
   bool nonzero = false;
   for (std::int64_t i = 0; i < out.numel(); ++i) {
     EXPECT_FALSE(std::isnan(out.get_float(i))) << i;  // every entry is named by the layout
@@ -201,7 +201,7 @@ TEST(Nvfp4MoeCaseBuilder, casesAreNeverAllZeroAndCoverEveryEntry) {
   }
   EXPECT_TRUE(nonzero);
   // The weights use every byte value's nibbles and the scales include subnormal and zero codes.
-  const HostTensor& s = c.input("b_scale");
+  const equivalence::HostTensor& s = c.input("b_scale");
   bool subnormal = false, zero = false;
   for (std::uint8_t x : s.bytes) subnormal = subnormal || (x > 0 && x < 8), zero = zero || x == 0;
   EXPECT_TRUE(subnormal && zero);
@@ -215,16 +215,16 @@ TEST(Nvfp4MoeCaseBuilder, bigLaunchesShrinkToTheSameJitKey) {
     l.naive = spaces::Nvfp4MoeSpace::naive_for(config, t);
     l.align_experts = config.num_local_experts();
     const Nvfp4MoeArgs a = spaces::Nvfp4MoeSpace::serving_args(config, g, t, 0, l, false);
-    const Nvfp4MoeCase p = Nvfp4MoeOracle::case_of(a, config, 1);
+    const equivalence::Nvfp4MoeCase p = equivalence::Nvfp4MoeOracle::case_of(a, config, 1);
     EXPECT_LE(p.num_experts * p.n * p.k, 6 * 4096 * 4096) << t;
-    const NumericCase c = make_nvfp4_moe_case(p, /*reference=*/false);
+    const equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(p, /*reference=*/false);
     Nvfp4MoeArgs shrunk;
     shrunk.a = Tensor::meta(c.input("a").dtype, c.input("a").shape);
     shrunk.b = Tensor::meta(DType::u8, c.input("b").shape);
     shrunk.b_scale = Tensor::meta(DType::f8e4m3, c.input("b_scale").shape);
     shrunk.b_global_scale = Tensor::meta(DType::f32, c.input("b_global_scale").shape);
     shrunk.c = Tensor::meta(c.expected_output("c").dtype, c.expected_output("c").shape);
-    if (const HostTensor* s = c.find_input("sorted_token_ids")) {
+    if (const equivalence::HostTensor* s = c.find_input("sorted_token_ids")) {
       shrunk.sorted_token_ids = Tensor::meta(DType::i32, s->shape);
       shrunk.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
     }

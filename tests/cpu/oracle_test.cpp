@@ -12,11 +12,11 @@
 namespace warmkey {
 namespace {
 
-NumericCase one_output_case(DType d, std::vector<float> want, Tolerance tol) {
-  NumericCase c;
+equivalence::NumericCase one_output_case(DType d, std::vector<float> want, equivalence::Tolerance tol) {
+  equivalence::NumericCase c;
   c.kernel = "k";
   c.label = "unit";
-  HostTensor t = HostTensor::zeros("out", d, {static_cast<std::int64_t>(want.size())});
+  equivalence::HostTensor t = equivalence::HostTensor::zeros("out", d, {static_cast<std::int64_t>(want.size())});
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (dtype_is_float(d))
       t.set_float(static_cast<std::int64_t>(i), want[i]);
@@ -29,14 +29,14 @@ NumericCase one_output_case(DType d, std::vector<float> want, Tolerance tol) {
 }
 
 TEST(CompareOutputs, relativeWithFloorAndNaNNeverPasses) {
-  const NumericCase c = one_output_case(DType::f32, {1.0f, 100.0f, 0.0f}, {0.01, 0.5});
-  HostTensor got = c.expected.front();
+  const equivalence::NumericCase c = one_output_case(DType::f32, {1.0f, 100.0f, 0.0f}, {0.01, 0.5});
+  equivalence::HostTensor got = c.expected.front();
   got.set_float(1, 100.9f);  // within 1% of 100
   got.set_float(2, 0.004f);  // within 1% of the floor 0.5
-  EXPECT_TRUE(compare_outputs(c, {got}).ok);
+  EXPECT_TRUE(equivalence::compare_outputs(c, {got}).ok);
   got.set_float(1, 101.5f);
   got.set_float(2, std::nanf(""));
-  const CompareReport r = compare_outputs(c, {got});
+  const equivalence::CompareReport r = compare_outputs(c, {got});
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.text().find("2 of 3 elements differ"), std::string::npos) << r.text();
   EXPECT_NE(r.text().find("first [1]"), std::string::npos) << r.text();
@@ -44,65 +44,65 @@ TEST(CompareOutputs, relativeWithFloorAndNaNNeverPasses) {
 }
 
 TEST(CompareOutputs, integersExactAndAllZeroReferencesRefused) {
-  const NumericCase c = one_output_case(DType::i32, {3, 0, 1}, {});
-  HostTensor got = c.expected.front();
-  EXPECT_TRUE(compare_outputs(c, {got}).ok);
+  const equivalence::NumericCase c = one_output_case(DType::i32, {3, 0, 1}, {});
+  equivalence::HostTensor got = c.expected.front();
+  EXPECT_TRUE(equivalence::compare_outputs(c, {got}).ok);
   got.set_int(0, 4);
-  EXPECT_FALSE(compare_outputs(c, {got}).ok);
-  const NumericCase zeros = one_output_case(DType::f32, {0.0f, 0.0f}, {0.1, 1});
-  const CompareReport r = compare_outputs(zeros, zeros.expected);
+  EXPECT_FALSE(equivalence::compare_outputs(c, {got}).ok);
+  const equivalence::NumericCase zeros = one_output_case(DType::f32, {0.0f, 0.0f}, {0.1, 1});
+  const equivalence::CompareReport r = compare_outputs(zeros, zeros.expected);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.text().find("all zeros"), std::string::npos);
 }
 
 TEST(Npy, writesNumpyHeadersAndReadsThemBack) {
   test::TempDir dir;
-  HostTensor t = HostTensor::zeros("x", DType::bf16, {2, 3});
-  CaseRng rng7_t(7);
-  fill_uniform(rng7_t, t, -1, 1);
-  write_npy(dir.path() / "x.npy", t);
+  equivalence::HostTensor t = equivalence::HostTensor::zeros("x", DType::bf16, {2, 3});
+  spaces::CaseRng rng7_t(7);
+  equivalence::fill_uniform(rng7_t, t, -1, 1);
+  equivalence::write_npy(dir.path() / "x.npy", t);
   std::ifstream in(dir.path() / "x.npy", std::ios::binary);
   std::string head(128, '\0');
   in.read(head.data(), 128);
   EXPECT_EQ(head.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
   EXPECT_NE(head.find("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 3), }"), std::string::npos);
   EXPECT_EQ(std::filesystem::file_size(dir.path() / "x.npy"), 128u + 12u);  // header padded to 64
-  const HostTensor back = read_npy(dir.path() / "x.npy", "x", DType::bf16);
+  const equivalence::HostTensor back = equivalence::read_npy(dir.path() / "x.npy", "x", DType::bf16);
   EXPECT_EQ(back.shape, t.shape);
   EXPECT_EQ(back.bytes, t.bytes);
-  EXPECT_THROW(read_npy(dir.path() / "x.npy", "x", DType::f32), Error);
+  EXPECT_THROW(equivalence::read_npy(dir.path() / "x.npy", "x", DType::f32), Error);
 }
 
 TEST(CaseRng, isDeterministicAndNeverFillsZeros) {
-  HostTensor a = HostTensor::zeros("a", DType::f16, {1000});
-  HostTensor b = HostTensor::zeros("b", DType::f16, {1000});
-  CaseRng rng42_a(42);
-  fill_uniform(rng42_a, a, -1, 1);
-  CaseRng rng42_b(42);
-  fill_uniform(rng42_b, b, -1, 1);
+  equivalence::HostTensor a = equivalence::HostTensor::zeros("a", DType::f16, {1000});
+  equivalence::HostTensor b = equivalence::HostTensor::zeros("b", DType::f16, {1000});
+  spaces::CaseRng rng42_a(42);
+  equivalence::fill_uniform(rng42_a, a, -1, 1);
+  spaces::CaseRng rng42_b(42);
+  equivalence::fill_uniform(rng42_b, b, -1, 1);
   EXPECT_EQ(a.bytes, b.bytes);
-  HostTensor z = HostTensor::zeros("z", DType::f32, {1});
-  CaseRng rng1_z(1);
-  fill_uniform(rng1_z, z, 0, 1e-30);
+  equivalence::HostTensor z = equivalence::HostTensor::zeros("z", DType::f32, {1});
+  spaces::CaseRng rng1_z(1);
+  equivalence::fill_uniform(rng1_z, z, 0, 1e-30);
   EXPECT_NE(z.get_float(0), 0.0f);
-  EXPECT_NE(derive_seed(1, 0), derive_seed(1, 1));
+  EXPECT_NE(spaces::derive_seed(1, 0), spaces::derive_seed(1, 1));
 }
 
 TEST(MoeMulSumOracle, caseSurvivesADiskRoundTrip) {
-  MoeMulSumCase p;
+  equivalence::MoeMulSumCase p;
   p.num_tokens = 3;
   p.hidden = 40;
   p.ids_dtype = DType::u32;
   p.aligned = false;
   p.seed = test::test_seed();
-  const NumericCase c = MoeMulSumOracle::make_case(p);
+  const equivalence::NumericCase c = equivalence::MoeMulSumOracle::make_case(p);
   test::TempDir dir;
-  write_case(dir.path(), c);
-  NumericCase back = read_case(dir.path());
+  equivalence::write_case(dir.path(), c);
+  equivalence::NumericCase back = equivalence::read_case(dir.path());
   EXPECT_EQ(back.input("x").align_offset, 2);
-  MoeMulSumOracle{}.compute_reference(back);
+  equivalence::MoeMulSumOracle{}.compute_reference(back);
   EXPECT_TRUE(test::outputs_match(back, c.expected));
-  EXPECT_EQ(back.tolerance("out").rel, MoeMulSumOracle::tolerance(DType::bf16).rel);
+  EXPECT_EQ(back.tolerance("out").rel, equivalence::MoeMulSumOracle::tolerance(DType::bf16).rel);
 }
 
 }  // namespace

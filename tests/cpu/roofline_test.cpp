@@ -82,11 +82,11 @@ TEST(Roofline, aTimeThatIsNotPositiveIsRefused) {
 }
 
 TEST(Roofline, theLayerReportShowsNoFigureTheGuardRefusedAndFails) {
-  layer::LayerRunReport r;
+  replay::layer::LayerRunReport r;
   r.config = "dsv4-flash";
   r.backend = "bf16";
   r.device = kH200;
-  layer::LayerRunRow row;
+  replay::layer::LayerRunRow row;
   row.tokens = 64;
   row.ms = 0.0123;
   row.checked = 16;

@@ -15,7 +15,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 namespace {
 
 RunOptions tiny_options(const std::filesystem::path& cache) {
@@ -235,4 +235,4 @@ TEST(RunReport, textNamesEveryKernelAndTheVerdict) {
 }
 
 }  // namespace
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -22,7 +22,7 @@
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 namespace {
 
 // A disk cache shared by the tests of this binary (and kept between runs): only hits are faster.
@@ -35,7 +35,7 @@ std::unordered_set<BoundKey, BoundKeyHash> warmup_binaries(const Kernel& k, cons
 }
 
 TEST(ReplayAdapters, everyKernelOfTheTableHasOne) {
-  for (const KernelDescriptor& row : kernel_table())
+  for (const equivalence::KernelDescriptor& row : equivalence::kernel_table())
     EXPECT_TRUE(static_cast<bool>(row.replay)) << row.name << " has no replay (no input space in its row)";
 }
 
@@ -47,7 +47,7 @@ TEST(ReplayAdapters, syntheticTraceOfEveryEmbeddedConfigHitsOnlyWarmedBinaries) 
     for (const Kernel* k : equivalence::builtin_registry().all()) {
       if (!k->used_by(c)) continue;
       const auto warmed = warmup_binaries(*k, c);
-      const KernelDescriptor* row = find_kernel(k->name());
+      const equivalence::KernelDescriptor* row = equivalence::find_kernel(k->name());
       ASSERT_TRUE(row != nullptr && row->replay);
       std::size_t launches = 0;
       EplbState eplb = eplb_state(c, 0);
@@ -57,7 +57,7 @@ TEST(ReplayAdapters, syntheticTraceOfEveryEmbeddedConfigHitsOnlyWarmedBinaries) 
           continue;
         }
         const ServingBatch& b = std::get<ServingBatch>(item);
-        for (const ReplayLaunch& l : row->replay(*k, {c, b, eplb})) {
+        for (const equivalence::ReplayLaunch& l : row->replay(*k, {c, b, eplb})) {
           ASSERT_EQ(l.error, "") << name << " " << k->name() << " " << b.to_string() << " " << l.variant;
           ASSERT_TRUE(l.launches);
           EXPECT_TRUE(warmed.count(*l.bound)) << name << " " << k->name() << " " << b.to_string() << " " << l.variant
@@ -77,7 +77,7 @@ TEST(ReplayAdapters, emptyBatchLaunchesNothing) {
   const EplbState eplb = eplb_state(c, 0);
   for (const Kernel* k : equivalence::builtin_registry().all()) {
     if (!k->used_by(c)) continue;
-    for (const ReplayLaunch& l : find_kernel(k->name())->replay(*k, {c, b, eplb})) {
+    for (const equivalence::ReplayLaunch& l : equivalence::find_kernel(k->name())->replay(*k, {c, b, eplb})) {
       EXPECT_EQ(l.error, "") << k->name();
       EXPECT_FALSE(l.launches) << k->name();
     }
@@ -234,16 +234,16 @@ TEST(ReplayLayers, decodeLayersReplayInsideACaptureScopeAndAMissThereIsRefused) 
 
 TEST(ReplayCases, caseFolderIsWrittenWholeAndReplacesOnlyACaseFolder) {
   test::TempDir dir("warmkey-case");
-  MoeMulSumCase p;
+  equivalence::MoeMulSumCase p;
   p.num_tokens = 3;
   p.hidden = 64;
-  const NumericCase c = MoeMulSumOracle::make_case(p);
+  const equivalence::NumericCase c = equivalence::MoeMulSumOracle::make_case(p);
   const auto out = dir.path() / "sub" / "case";
   write_case_folder(out, c, nullptr, {{"note", "first"}});
   write_case_folder(out / "", c, nullptr, {{"note", "second"}});  // replaces the previous case
-  const NumericCase back = read_case(out);
+  const equivalence::NumericCase back = equivalence::read_case(out);
   EXPECT_EQ(back.title(), c.title());
-  EXPECT_TRUE(compare_outputs(back, back.expected).ok);
+  EXPECT_TRUE(equivalence::compare_outputs(back, back.expected).ok);
   std::string why;
   EXPECT_NE(read_file_bytes(out / "case.json", &why)->find("\"second\""), std::string::npos);
   for (const auto& e : std::filesystem::directory_iterator(out.parent_path()))
@@ -269,4 +269,4 @@ TEST(ReplayCompileOnly, traceThatDoesNotFitTheConfigIsAnInputError) {
 }
 
 }  // namespace
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

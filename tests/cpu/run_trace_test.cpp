@@ -11,7 +11,7 @@
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
-namespace warmkey::equivalence {
+namespace warmkey::replay {
 namespace {
 
 std::vector<ServingBatch> batches_of(const Trace& t) {
@@ -190,4 +190,4 @@ TEST(TraceFormat, documentedExampleIsValid) {
 }
 
 }  // namespace
-}  // namespace warmkey::equivalence
+}  // namespace warmkey::replay

@@ -11,7 +11,7 @@
 
 namespace warmkey {
 
-void PrintTo(const BatchedMoeCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::BatchedMoeCase& p, std::ostream* os) { *os << p.label(); }
 
 }  // namespace warmkey
 
@@ -23,10 +23,10 @@ struct Operands {
   std::optional<DType> scales;
 };
 
-std::vector<BatchedMoeCase> all_cases() {
-  std::vector<BatchedMoeCase> cases;
-  auto add = [&](BatchedMoeCase p) {
-    p.seed = derive_seed(test_seed(), cases.size());
+std::vector<equivalence::BatchedMoeCase> all_cases() {
+  std::vector<equivalence::BatchedMoeCase> cases;
+  auto add = [&](equivalence::BatchedMoeCase p) {
+    p.seed = spaces::derive_seed(test_seed(), cases.size());
     cases.push_back(p);
   };
   const Operands operands[] = {{DType::bf16, DType::bf16, std::nullopt},   {DType::f16, DType::f16, std::nullopt},
@@ -34,7 +34,7 @@ std::vector<BatchedMoeCase> all_cases() {
                                {DType::f8e4m3, DType::bf16, DType::ue8m0}, {DType::f8e4m3, DType::bf16, DType::f32}};
   for (const Operands& o : operands) {
     for (std::int64_t mt : {1, 16, 17, 32, 33, 64, 65, 200}) {
-      BatchedMoeCase p;
+      equivalence::BatchedMoeCase p;
       p.num_experts = 5;
       p.max_tokens = mt;
       p.n = mt % 2 ? 264 : 512;  // 264: a partial n-block
@@ -51,16 +51,17 @@ std::vector<BatchedMoeCase> all_cases() {
   return cases;
 }
 
-WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(BatchedMoeGpu, BatchedMoeOracle, BatchedMoeCase, all_cases());
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(BatchedMoeGpu, equivalence::BatchedMoeOracle, equivalence::BatchedMoeCase,
+                                      all_cases());
 
 TEST(BatchedMoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  BatchedMoeCase p;
+  equivalence::BatchedMoeCase p;
   p.max_tokens = 150;
   p.seed = test_seed();
-  const NumericCase c = BatchedMoeOracle::make_case(p);
-  EXPECT_EQ(BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes,
-            BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes);
+  const equivalence::NumericCase c = equivalence::BatchedMoeOracle::make_case(p);
+  EXPECT_EQ(equivalence::BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes,
+            equivalence::BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes);
 }
 
 }  // namespace

@@ -12,15 +12,16 @@
 namespace warmkey {
 
 // gtest prints a parameter by its label (found by argument-dependent lookup).
-void PrintTo(const Dsv4TopkCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::Dsv4TopkCase& p, std::ostream* os) { *os << p.label(); }
 
 namespace {
 
 enum Mode { kPlain, kVl, kHash, kPadded };
 
-Dsv4TopkCase make(std::int64_t t, std::int64_t e, std::int64_t k, Mode mode, bool aligned, std::size_t index) {
+equivalence::Dsv4TopkCase make(std::int64_t t, std::int64_t e, std::int64_t k, Mode mode, bool aligned,
+                               std::size_t index) {
   static constexpr DType kDtypes[] = {DType::i32, DType::u32, DType::i64};
-  Dsv4TopkCase p;
+  equivalence::Dsv4TopkCase p;
   p.num_tokens = t;
   p.num_experts = e;
   p.top_k = k;
@@ -32,12 +33,12 @@ Dsv4TopkCase make(std::int64_t t, std::int64_t e, std::int64_t k, Mode mode, boo
   p.row_pad = mode == kPadded ? 3 : (index % 7 == 3 ? 4 : 0);
   p.renormalize = mode != kPadded;
   p.launch_pdl = index % 2 == 1;
-  p.seed = derive_seed(test::test_seed(), index);
+  p.seed = spaces::derive_seed(test::test_seed(), index);
   return p;
 }
 
-std::vector<Dsv4TopkCase> all_cases() {
-  std::vector<Dsv4TopkCase> cases;
+std::vector<equivalence::Dsv4TopkCase> all_cases() {
+  std::vector<equivalence::Dsv4TopkCase> cases;
   for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
     for (std::int64_t e : {256, 384}) {
       for (bool aligned : {true, false}) {
@@ -54,13 +55,13 @@ std::vector<Dsv4TopkCase> all_cases() {
   cases.push_back(make(200, 256, 1, kPadded, true, cases.size()));
   cases.push_back(make(65536, 256, 6, kVl, true, cases.size()));
   cases.push_back(make(0, 256, 6, kPlain, true, cases.size()));
-  for (Dsv4TopkCase& p : cases) {
+  for (equivalence::Dsv4TopkCase& p : cases) {
     if (p.num_experts < 256) p.vocab_size = 1024, p.sentinel_lo = 1000;  // a small table
   }
   return cases;
 }
 
-WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Dsv4TopkGpu, Dsv4TopkOracle, Dsv4TopkCase, all_cases());
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Dsv4TopkGpu, equivalence::Dsv4TopkOracle, equivalence::Dsv4TopkCase, all_cases());
 
 }  // namespace
 }  // namespace warmkey

@@ -12,35 +12,35 @@
 namespace warmkey {
 
 // gtest prints a parameter by its label (found by argument-dependent lookup).
-void PrintTo(const EplbMapCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::EplbMapCase& p, std::ostream* os) { *os << p.label(); }
 
 namespace {
 
-std::vector<EplbMapCase> all_cases() {
-  std::vector<EplbMapCase> cases;
+std::vector<equivalence::EplbMapCase> all_cases() {
+  std::vector<equivalence::EplbMapCase> cases;
   for (std::int64_t t : {1, 7, 16, 64, 171, 1000, 8192}) {
     for (DType ids : {DType::i32, DType::i64}) {
       for (int variant = 0; variant < 4; ++variant) {
-        EplbMapCase p;
+        equivalence::EplbMapCase p;
         p.num_tokens = t;
         p.ids_dtype = ids;
         p.record = variant != 3;
         p.num_unpadded = variant == 1;
         p.in_place = variant == 2;
         p.aligned = variant % 2 == 0;
-        p.seed = derive_seed(test::test_seed(), cases.size());
+        p.seed = spaces::derive_seed(test::test_seed(), cases.size());
         cases.push_back(p);
       }
     }
   }
   auto extra = [&](std::int64_t t, std::int64_t logical, std::int64_t redundant, std::int64_t slots) {
-    EplbMapCase p;
+    equivalence::EplbMapCase p;
     p.num_tokens = t;
     p.num_logical = logical;
     p.num_redundant = redundant;
     p.slots = slots;
     p.num_unpadded = cases.size() % 2 == 0;
-    p.seed = derive_seed(test::test_seed(), cases.size());
+    p.seed = spaces::derive_seed(test::test_seed(), cases.size());
     cases.push_back(p);
   };
   extra(3000, 4096, 1000, 8);  // P = 5096 > 4096: global atomics
@@ -51,7 +51,7 @@ std::vector<EplbMapCase> all_cases() {
   return cases;
 }
 
-WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(EplbMapGpu, EplbMapOracle, EplbMapCase, all_cases());
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(EplbMapGpu, equivalence::EplbMapOracle, equivalence::EplbMapCase, all_cases());
 
 }  // namespace
 }  // namespace warmkey

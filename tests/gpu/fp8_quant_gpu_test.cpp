@@ -14,15 +14,15 @@
 namespace warmkey {
 
 // gtest prints a parameter by its label (found by argument-dependent lookup).
-void PrintTo(const Fp8QuantCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::Fp8QuantCase& p, std::ostream* os) { *os << p.label(); }
 
 namespace {
 
-std::vector<Fp8QuantCase> all_cases() {
-  std::vector<Fp8QuantCase> cases;
+std::vector<equivalence::Fp8QuantCase> all_cases() {
+  std::vector<equivalence::Fp8QuantCase> cases;
   auto add = [&](std::int64_t t, std::int64_t h, DType d, DType sd, bool aligned, std::int64_t pad = 0,
                  std::int64_t g = 128) {
-    Fp8QuantCase p;
+    equivalence::Fp8QuantCase p;
     p.num_rows = t;
     p.hidden = h;
     p.row_pad = pad;
@@ -30,7 +30,7 @@ std::vector<Fp8QuantCase> all_cases() {
     p.scale_dtype = sd;
     p.group_size = g;
     p.aligned = aligned;
-    p.seed = derive_seed(test::test_seed(), cases.size());
+    p.seed = spaces::derive_seed(test::test_seed(), cases.size());
     cases.push_back(p);
   };
   for (std::int64_t t : {1, 7, 16, 64, 1000, 8192}) {
@@ -62,16 +62,18 @@ std::vector<Fp8QuantCase> all_cases() {
   return cases;
 }
 
-WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Fp8QuantGpu, Fp8QuantOracle, Fp8QuantCase, all_cases());
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Fp8QuantGpu, equivalence::Fp8QuantOracle, equivalence::Fp8QuantCase, all_cases());
 
 TEST(Fp8QuantGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  Fp8QuantCase p;
+  equivalence::Fp8QuantCase p;
   p.num_rows = 1000;
   p.seed = test::test_seed();
-  const NumericCase c = Fp8QuantOracle::make_case(p);
-  const std::vector<HostTensor> first = Fp8QuantOracle{}.run_on_device(c, test::gpu_runtime());
-  const std::vector<HostTensor> second = Fp8QuantOracle{}.run_on_device(c, test::gpu_runtime());
+  const equivalence::NumericCase c = equivalence::Fp8QuantOracle::make_case(p);
+  const std::vector<equivalence::HostTensor> first =
+      equivalence::Fp8QuantOracle{}.run_on_device(c, test::gpu_runtime());
+  const std::vector<equivalence::HostTensor> second =
+      equivalence::Fp8QuantOracle{}.run_on_device(c, test::gpu_runtime());
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ(first[0].bytes, second[0].bytes);
   EXPECT_EQ(first[1].bytes, second[1].bytes);
@@ -82,17 +84,18 @@ TEST(Fp8QuantGpuRuns, areBitwiseDeterministic) {
 TEST(Fp8QuantGpuRuns, nonFiniteInputsFollowTheReference) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
   for (DType sd : {DType::ue8m0, DType::f32}) {
-    Fp8QuantCase p;
+    equivalence::Fp8QuantCase p;
     p.num_rows = 4;
     p.hidden = 256;
     p.scale_dtype = sd;
     p.seed = test::test_seed();
-    NumericCase c = Fp8QuantOracle::make_case(p, false);
-    HostTensor& x = c.inputs.front();
+    equivalence::NumericCase c = equivalence::Fp8QuantOracle::make_case(p, false);
+    equivalence::HostTensor& x = c.inputs.front();
     x.set_float(3, NAN);
     if (sd == DType::ue8m0) x.set_float(300, -INFINITY);  // f32 scales: inf / inf would be a NaN scale
-    Fp8QuantOracle{}.compute_reference(c);
-    const std::vector<HostTensor> got = Fp8QuantOracle{}.run_on_device(c, test::gpu_runtime());
+    equivalence::Fp8QuantOracle{}.compute_reference(c);
+    const std::vector<equivalence::HostTensor> got =
+        equivalence::Fp8QuantOracle{}.run_on_device(c, test::gpu_runtime());
     EXPECT_EQ(got[0].bytes, c.expected[0].bytes) << dtype_name(sd);
     EXPECT_EQ(got[1].bytes, c.expected[1].bytes) << dtype_name(sd);
   }

@@ -13,7 +13,7 @@
 
 namespace warmkey {
 
-void PrintTo(const FusedMoeCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::FusedMoeCase& p, std::ostream* os) { *os << p.label(); }
 
 }  // namespace warmkey
 
@@ -26,10 +26,10 @@ struct Operands {
   std::optional<DType> scales;
 };
 
-std::vector<FusedMoeCase> all_cases() {
-  std::vector<FusedMoeCase> cases;
-  auto add = [&](FusedMoeCase p) {
-    p.seed = derive_seed(test_seed(), cases.size());
+std::vector<equivalence::FusedMoeCase> all_cases() {
+  std::vector<equivalence::FusedMoeCase> cases;
+  auto add = [&](equivalence::FusedMoeCase p) {
+    p.seed = spaces::derive_seed(test_seed(), cases.size());
     cases.push_back(p);
   };
   const Operands operands[] = {{DType::bf16, DType::bf16, {}},
@@ -42,7 +42,7 @@ std::vector<FusedMoeCase> all_cases() {
   for (const Operands& o : operands) {
     for (std::int64_t t : {5, 30, 100, 400}) {
       for (bool w2 : {false, true}) {
-        FusedMoeCase p;
+        equivalence::FusedMoeCase p;
         p.num_tokens = t;
         p.w2 = w2;
         p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
@@ -55,7 +55,7 @@ std::vector<FusedMoeCase> all_cases() {
       }
     }
     // Partial n-blocks (N = 200) with a bias of the output dtype, misaligned output only.
-    FusedMoeCase p;
+    equivalence::FusedMoeCase p;
     p.num_tokens = 60;
     p.n = 200;
     p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
@@ -64,7 +64,7 @@ std::vector<FusedMoeCase> all_cases() {
     add(p);
     // Naive layout: E = 64, route_k = 2, T = 1 and 7 (T * 2 * 4 <= 64), every index dtype.
     for (DType ids : {DType::i32, DType::u32, DType::i64}) {
-      FusedMoeCase q;
+      equivalence::FusedMoeCase q;
       q.num_experts = 64, q.route_k = 2, q.naive = true, q.ids_dtype = ids;
       q.num_tokens = ids == DType::i32 ? 1 : 7;
       q.w2 = ids == DType::i64;
@@ -77,7 +77,7 @@ std::vector<FusedMoeCase> all_cases() {
   for (Operands o :
        {Operands{DType::bf16, DType::f32, {}}, Operands{DType::f16, DType::bf16, {}},
         Operands{DType::f8e4m3, DType::f32, DType::ue8m0}, Operands{DType::f8e4m3, DType::f16, DType::f32}}) {
-    FusedMoeCase p;
+    equivalence::FusedMoeCase p;
     p.num_tokens = 100;
     p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
     add(p);
@@ -91,7 +91,7 @@ std::vector<FusedMoeCase> all_cases() {
       if (b == nullptr) continue;
       for (const auto& [tokens, tile] : *b) {
         if (!seen.insert({tile.block_m, tile.block_n, tile.group_m, tile.warps, tile.stages}).second) continue;
-        FusedMoeCase p;
+        equivalence::FusedMoeCase p;
         p.num_tokens = 150;
         p.dtype = d;
         if (d == DType::f8e4m3) p.scale_dtype = DType::ue8m0;
@@ -106,7 +106,7 @@ std::vector<FusedMoeCase> all_cases() {
   // W13 and W2, skewed routing.
   for (const Operands& o : {operands[0], operands[1], operands[3], operands[4]}) {
     for (int variant = 0; variant < 4; ++variant) {
-      FusedMoeCase p;
+      equivalence::FusedMoeCase p;
       p.num_tokens = variant == 3 ? 700 : 150;
       p.dtype = o.dtype, p.out_dtype = o.out, p.scale_dtype = o.scales;
       p.tile = FusedMoeTile{128, 256, 128 / dtype_size(o.dtype), variant == 2 ? 1 : 8, 12, variant == 1 ? 2 : 4};
@@ -124,7 +124,7 @@ std::vector<FusedMoeCase> all_cases() {
   // Explicit tiles beyond both: every BLOCK_M with both warp counts and a deep pipeline.
   for (FusedMoeTile t : {FusedMoeTile{32, 128, 64, 2, 8, 3}, FusedMoeTile{64, 64, 64, 1, 8, 6},
                          FusedMoeTile{128, 64, 64, 4, 4, 2}, FusedMoeTile{16, 128, 64, 1, 4, 8}}) {
-    FusedMoeCase p;
+    equivalence::FusedMoeCase p;
     p.num_tokens = 150;
     p.tile = t;
     p.w2 = t.block_m == 64;
@@ -133,25 +133,27 @@ std::vector<FusedMoeCase> all_cases() {
   return cases;
 }
 
-class FusedMoeGpu : public ::testing::TestWithParam<FusedMoeCase> {};
+class FusedMoeGpu : public ::testing::TestWithParam<equivalence::FusedMoeCase> {};
 
 TEST_P(FusedMoeGpu, matchesTheReference) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = make_fused_moe_case(GetParam());
-  EXPECT_TRUE(outputs_match(c, run_fused_moe(c, gpu_runtime())));
+  const equivalence::NumericCase c = equivalence::make_fused_moe_case(GetParam());
+  EXPECT_TRUE(outputs_match(c, equivalence::run_fused_moe(c, gpu_runtime())));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, FusedMoeGpu, ::testing::ValuesIn(all_cases()), gpu_case_name<FusedMoeCase>);
+INSTANTIATE_TEST_SUITE_P(Cases, FusedMoeGpu, ::testing::ValuesIn(all_cases()),
+                         gpu_case_name<equivalence::FusedMoeCase>);
 
 TEST(FusedMoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  FusedMoeCase p;
+  equivalence::FusedMoeCase p;
   p.num_tokens = 400;
   p.dtype = DType::f8e4m3;
   p.scale_dtype = DType::ue8m0;
   p.seed = test_seed();
-  const NumericCase c = make_fused_moe_case(p);
-  EXPECT_EQ(run_fused_moe(c, gpu_runtime()).front().bytes, run_fused_moe(c, gpu_runtime()).front().bytes);
+  const equivalence::NumericCase c = equivalence::make_fused_moe_case(p);
+  EXPECT_EQ(equivalence::run_fused_moe(c, gpu_runtime()).front().bytes,
+            equivalence::run_fused_moe(c, gpu_runtime()).front().bytes);
 }
 
 }  // namespace

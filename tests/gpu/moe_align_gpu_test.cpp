@@ -14,11 +14,11 @@
 namespace warmkey {
 
 // gtest prints a parameter by its label (found by argument-dependent lookup).
-void PrintTo(const MoeAlignCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::MoeAlignCase& p, std::ostream* os) { *os << p.label(); }
 
 namespace {
 
-std::vector<MoeAlignCase> all_cases() {
+std::vector<equivalence::MoeAlignCase> all_cases() {
   static constexpr DType kDtypes[] = {DType::i32, DType::u32, DType::i64};
   struct Experts {
     std::int64_t e;
@@ -27,11 +27,11 @@ std::vector<MoeAlignCase> all_cases() {
   };
   // dsv4-flash (256, no map); EP 8 with EPLB (288 global through a map to 36 local, or 36 local).
   const Experts experts[] = {{256, false, 256}, {288, true, 36}, {36, false, 36}};
-  std::vector<MoeAlignCase> cases;
+  std::vector<equivalence::MoeAlignCase> cases;
   for (std::int64_t t : {1, 7, 16, 64, 170, 171, 1000, 8192}) {
     for (std::int64_t m : kMoeAlignBlockMs) {
       for (const Experts& x : experts) {
-        MoeAlignCase p;
+        equivalence::MoeAlignCase p;
         p.num_tokens = t;
         p.block_m = m;
         p.num_experts = x.e;
@@ -41,18 +41,18 @@ std::vector<MoeAlignCase> all_cases() {
         p.aligned = cases.size() % 2 == 0;
         p.skewed = cases.size() % 4 == 1;
         p.extra_capacity = cases.size() % 5 == 0 ? 7 : 0;
-        p.seed = derive_seed(test::test_seed(), cases.size());
+        p.seed = spaces::derive_seed(test::test_seed(), cases.size());
         cases.push_back(p);
       }
     }
   }
   auto extra = [&](std::int64_t t, std::int64_t e, std::int64_t m, bool skewed) {
-    MoeAlignCase p;
+    equivalence::MoeAlignCase p;
     p.num_tokens = t;
     p.num_experts = e;
     p.block_m = m;
     p.skewed = skewed;
-    p.seed = derive_seed(test::test_seed(), cases.size());
+    p.seed = spaces::derive_seed(test::test_seed(), cases.size());
     cases.push_back(p);
   };
   extra(5000, 1024, 16, false);  // the largest E: 8 warps
@@ -71,18 +71,18 @@ std::vector<MoeAlignCase> all_cases() {
   return cases;
 }
 
-WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(MoeAlignGpu, MoeAlignOracle, MoeAlignCase, all_cases());
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(MoeAlignGpu, equivalence::MoeAlignOracle, equivalence::MoeAlignCase, all_cases());
 
 // The same input twice gives the same bytes (no atomics decide the order).
 TEST(MoeAlignGpuDeterminism, twoRunsAgreeByteForByte) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  MoeAlignCase p;
+  equivalence::MoeAlignCase p;
   p.num_tokens = 8192;
   p.skewed = true;
   p.seed = test::test_seed();
-  const NumericCase c = MoeAlignOracle::make_case(p);
-  const std::vector<HostTensor> a = MoeAlignOracle{}.run_on_device(c, test::gpu_runtime());
-  const std::vector<HostTensor> b = MoeAlignOracle{}.run_on_device(c, test::gpu_runtime());
+  const equivalence::NumericCase c = equivalence::MoeAlignOracle::make_case(p);
+  const std::vector<equivalence::HostTensor> a = equivalence::MoeAlignOracle{}.run_on_device(c, test::gpu_runtime());
+  const std::vector<equivalence::HostTensor> b = equivalence::MoeAlignOracle{}.run_on_device(c, test::gpu_runtime());
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].bytes, b[i].bytes) << a[i].name;
 }

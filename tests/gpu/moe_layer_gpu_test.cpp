@@ -18,7 +18,7 @@
 #include "warmup/host_dtype.h"
 #include "warmup/runtime.h"
 
-namespace warmkey::layer {
+namespace warmkey::replay::layer {
 namespace {
 
 void expect_layer_matches(LayerRunOptions o) {
@@ -187,4 +187,4 @@ TEST(CudaGraphGpu, aWarmedLaunchReplaysAndAPlantedMissIsRefusedWithItsKeyDiff) {
 }
 
 }  // namespace
-}  // namespace warmkey::layer
+}  // namespace warmkey::replay::layer

@@ -9,7 +9,7 @@
 namespace warmkey {
 
 // gtest prints a parameter by its label (found by argument-dependent lookup).
-void PrintTo(const MoeMulSumCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::MoeMulSumCase& p, std::ostream* os) { *os << p.label(); }
 
 namespace {
 
@@ -17,17 +17,17 @@ struct Pair {
   DType in, out;
 };
 
-std::vector<MoeMulSumCase> all_cases() {
-  std::vector<MoeMulSumCase> cases;
+std::vector<equivalence::MoeMulSumCase> all_cases() {
+  std::vector<equivalence::MoeMulSumCase> cases;
   auto add = [&](std::int64_t t, std::int64_t h, Pair d, bool aligned, std::optional<DType> ids) {
-    MoeMulSumCase p;
+    equivalence::MoeMulSumCase p;
     p.num_tokens = t;
     p.hidden = h;
     p.dtype = d.in;
     p.out_dtype = d.out;
     p.aligned = aligned;
     p.ids_dtype = ids;
-    p.seed = derive_seed(test::test_seed(), cases.size());
+    p.seed = spaces::derive_seed(test::test_seed(), cases.size());
     cases.push_back(p);
   };
   const Pair same[] = {{DType::bf16, DType::bf16}, {DType::f16, DType::f16}, {DType::f32, DType::f32}};
@@ -51,17 +51,20 @@ std::vector<MoeMulSumCase> all_cases() {
   return cases;
 }
 
-WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(MoeMulSumGpu, MoeMulSumOracle, MoeMulSumCase, all_cases());
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(MoeMulSumGpu, equivalence::MoeMulSumOracle, equivalence::MoeMulSumCase,
+                                      all_cases());
 
 TEST(MoeMulSumGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  MoeMulSumCase p;
+  equivalence::MoeMulSumCase p;
   p.num_tokens = 1000;
   p.ids_dtype = DType::i32;
   p.seed = test::test_seed();
-  const NumericCase c = MoeMulSumOracle::make_case(p);
-  const std::vector<HostTensor> first = MoeMulSumOracle{}.run_on_device(c, test::gpu_runtime());
-  const std::vector<HostTensor> second = MoeMulSumOracle{}.run_on_device(c, test::gpu_runtime());
+  const equivalence::NumericCase c = equivalence::MoeMulSumOracle::make_case(p);
+  const std::vector<equivalence::HostTensor> first =
+      equivalence::MoeMulSumOracle{}.run_on_device(c, test::gpu_runtime());
+  const std::vector<equivalence::HostTensor> second =
+      equivalence::MoeMulSumOracle{}.run_on_device(c, test::gpu_runtime());
   EXPECT_EQ(first.front().bytes, second.front().bytes);
 }
 

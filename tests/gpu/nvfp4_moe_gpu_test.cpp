@@ -15,7 +15,7 @@
 
 namespace warmkey {
 
-void PrintTo(const Nvfp4MoeCase& p, std::ostream* os) { *os << p.label(); }
+void PrintTo(const equivalence::Nvfp4MoeCase& p, std::ostream* os) { *os << p.label(); }
 
 }  // namespace warmkey
 
@@ -23,10 +23,10 @@ namespace warmkey::test {
 
 namespace {
 
-std::vector<Nvfp4MoeCase> all_cases() {
-  std::vector<Nvfp4MoeCase> cases;
-  auto add = [&](Nvfp4MoeCase p) {
-    p.seed = derive_seed(test_seed(), cases.size());
+std::vector<equivalence::Nvfp4MoeCase> all_cases() {
+  std::vector<equivalence::Nvfp4MoeCase> cases;
+  auto add = [&](equivalence::Nvfp4MoeCase p) {
+    p.seed = spaces::derive_seed(test_seed(), cases.size());
     cases.push_back(p);
   };
   const std::pair<DType, DType> dtypes[] = {
@@ -36,7 +36,7 @@ std::vector<Nvfp4MoeCase> all_cases() {
   for (const auto& [dtype, out] : dtypes) {
     for (std::int64_t t : {5, 30, 100, 400}) {
       for (bool w2 : {false, true}) {
-        Nvfp4MoeCase p;
+        equivalence::Nvfp4MoeCase p;
         p.num_tokens = t;
         p.w2 = w2;
         p.dtype = dtype, p.out_dtype = out;
@@ -50,7 +50,7 @@ std::vector<Nvfp4MoeCase> all_cases() {
     }
     // Partial n-blocks (N = 200) with a bias of the output dtype, misaligned output only, K = 64
     // (one k-tile).
-    Nvfp4MoeCase p;
+    equivalence::Nvfp4MoeCase p;
     p.num_tokens = 60;
     p.n = 200;
     p.k = 64;
@@ -60,7 +60,7 @@ std::vector<Nvfp4MoeCase> all_cases() {
     add(p);
     // Naive layout: E = 64, route_k = 2, T = 1 and 7 (T * 2 * 4 <= 64), every index dtype.
     for (DType ids : {DType::i32, DType::u32, DType::i64}) {
-      Nvfp4MoeCase q;
+      equivalence::Nvfp4MoeCase q;
       q.num_experts = 64, q.route_k = 2, q.naive = true, q.ids_dtype = ids;
       q.num_tokens = ids == DType::i32 ? 1 : 7;
       q.w2 = ids == DType::i64;
@@ -74,7 +74,7 @@ std::vector<Nvfp4MoeCase> all_cases() {
   for (FusedMoeTile t :
        {FusedMoeTile{32, 128, 64, 2, 8, 3}, FusedMoeTile{64, 64, 64, 1, 8, 6}, FusedMoeTile{128, 64, 64, 4, 4, 2},
         FusedMoeTile{16, 128, 64, 1, 4, 8}, FusedMoeTile{128, 128, 64, 3, 8, 8}}) {
-    Nvfp4MoeCase p;
+    equivalence::Nvfp4MoeCase p;
     p.num_tokens = 150;
     p.tile = t;
     p.k = 512;
@@ -89,48 +89,51 @@ std::vector<Nvfp4MoeCase> all_cases() {
       spaces::Nvfp4MoeSpace::Layout l;
       l.naive = spaces::Nvfp4MoeSpace::naive_for(config, t);
       l.align_experts = config.num_local_experts();
-      add(Nvfp4MoeOracle::case_of(spaces::Nvfp4MoeSpace::serving_args(config, g, t, t % 2, l, false), config, 0));
+      add(equivalence::Nvfp4MoeOracle::case_of(spaces::Nvfp4MoeSpace::serving_args(config, g, t, t % 2, l, false),
+                                               config, 0));
     }
   }
   return cases;
 }
 
-class Nvfp4MoeGpu : public ::testing::TestWithParam<Nvfp4MoeCase> {};
+class Nvfp4MoeGpu : public ::testing::TestWithParam<equivalence::Nvfp4MoeCase> {};
 
 TEST_P(Nvfp4MoeGpu, matchesTheReference) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  const NumericCase c = make_nvfp4_moe_case(GetParam());
-  EXPECT_TRUE(outputs_match(c, run_nvfp4_moe(c, gpu_runtime())));
+  const equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(GetParam());
+  EXPECT_TRUE(outputs_match(c, equivalence::run_nvfp4_moe(c, gpu_runtime())));
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Nvfp4MoeGpu, ::testing::ValuesIn(all_cases()), gpu_case_name<Nvfp4MoeCase>);
+INSTANTIATE_TEST_SUITE_P(Cases, Nvfp4MoeGpu, ::testing::ValuesIn(all_cases()),
+                         gpu_case_name<equivalence::Nvfp4MoeCase>);
 
 TEST(Nvfp4MoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  Nvfp4MoeCase p;
+  equivalence::Nvfp4MoeCase p;
   p.num_tokens = 400;
   p.seed = test_seed();
-  const NumericCase c = make_nvfp4_moe_case(p);
-  EXPECT_EQ(run_nvfp4_moe(c, gpu_runtime()).front().bytes, run_nvfp4_moe(c, gpu_runtime()).front().bytes);
+  const equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(p);
+  EXPECT_EQ(equivalence::run_nvfp4_moe(c, gpu_runtime()).front().bytes,
+            equivalence::run_nvfp4_moe(c, gpu_runtime()).front().bytes);
 }
 
 // An e4m3 scale byte 0x7f is NaN: its 16-element group poisons exactly the outputs that read it,
 // on the device as in the reference (a NaN the kernel writes, never the poison pattern).
 TEST(Nvfp4MoeGpuRuns, aNanScalePoisonsOnlyTheColumnThatReadsIt) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
-  Nvfp4MoeCase p;
+  equivalence::Nvfp4MoeCase p;
   p.num_tokens = 3, p.route_k = 2, p.num_experts = 4, p.n = 64, p.k = 128;
   p.seed = test_seed();
-  NumericCase c = make_nvfp4_moe_case(p, /*reference=*/false);
+  equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(p, /*reference=*/false);
   constexpr std::int64_t kColumn = 5;
-  for (HostTensor& t : c.inputs) {
+  for (equivalence::HostTensor& t : c.inputs) {
     if (t.name != "b_scale") continue;
     for (std::int64_t e = 0; e < p.num_experts; ++e)  // every expert, column 5, group 1
       t.bytes[static_cast<std::size_t>((e * p.n + kColumn) * (p.k / 16) + 1)] = 0x7f;
   }
-  nvfp4_moe_reference(c);
-  const std::vector<HostTensor> got = run_nvfp4_moe(c, gpu_runtime());
-  const HostTensor& want = c.expected_output("c");
+  equivalence::nvfp4_moe_reference(c);
+  const std::vector<equivalence::HostTensor> got = equivalence::run_nvfp4_moe(c, gpu_runtime());
+  const equivalence::HostTensor& want = c.expected_output("c");
   for (std::int64_t i = 0; i < want.numel(); ++i) {
     EXPECT_EQ(std::isnan(want.get_float(i)), i % p.n == kColumn) << i;
     EXPECT_EQ(std::isnan(got.front().get_float(i)), i % p.n == kColumn) << i;

@@ -41,7 +41,7 @@ std::string gpu_case_name(const ::testing::TestParamInfo<Case>& info) {
   class Suite : public ::testing::TestWithParam<Case> {};                                                      \
   TEST_P(Suite, matchesTheReference) {                                                                         \
     WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();                                                                     \
-    const ::warmkey::NumericCase c = Oracle::make_case(GetParam());                                            \
+    const ::warmkey::equivalence::NumericCase c = Oracle::make_case(GetParam());                               \
     EXPECT_TRUE(::warmkey::test::outputs_match(c, Oracle{}.run_on_device(c, ::warmkey::test::gpu_runtime()))); \
   }                                                                                                            \
   INSTANTIATE_TEST_SUITE_P(Cases, Suite, ::testing::ValuesIn(cases), ::warmkey::test::gpu_case_name<Case>)

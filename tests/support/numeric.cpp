@@ -28,7 +28,7 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-std::filesystem::path failure_dir(const NumericCase& c) {
+std::filesystem::path failure_dir(const equivalence::NumericCase& c) {
   const char* env = std::getenv("WARMKEY_TEST_DUMP_DIR");
   std::filesystem::path root =
       env && *env ? std::filesystem::path(env) : std::filesystem::temp_directory_path() / "warmkey-failures";
@@ -39,13 +39,14 @@ std::filesystem::path failure_dir(const NumericCase& c) {
   return root / c.kernel / name;
 }
 
-::testing::AssertionResult outputs_match(const NumericCase& c, const std::vector<HostTensor>& got) {
-  const CompareReport report = compare_outputs(c, got);
+::testing::AssertionResult outputs_match(const equivalence::NumericCase& c,
+                                         const std::vector<equivalence::HostTensor>& got) {
+  const equivalence::CompareReport report = compare_outputs(c, got);
   if (report.ok) return ::testing::AssertionSuccess();
   const std::filesystem::path dir = failure_dir(c);
   std::string dumped;
   try {
-    write_case(dir, c, &got);
+    equivalence::write_case(dir, c, &got);
     dumped = "case written to " + dir.string() + " (numpy.load each .npy; bf16 is stored as uint16 bits)";
   } catch (const std::exception& e) {
     dumped = std::string("could not write the case: ") + e.what();

@@ -31,11 +31,12 @@ class TempDir {
 
 // Where a failing case is written: $WARMKEY_TEST_DUMP_DIR, else <temp>/warmkey-failures, then
 // <kernel>/<label and seed as a file name>.
-std::filesystem::path failure_dir(const NumericCase& c);
+std::filesystem::path failure_dir(const equivalence::NumericCase& c);
 
 // Success when compare_outputs(c, got) passes. Otherwise the failure names the case and its seed,
 // reports every output (first, last and worst bad index), and writes inputs, reference and
 // result as .npy files (see write_case) whose folder it prints.
-::testing::AssertionResult outputs_match(const NumericCase& c, const std::vector<HostTensor>& got);
+::testing::AssertionResult outputs_match(const equivalence::NumericCase& c,
+                                         const std::vector<equivalence::HostTensor>& got);
 
 }  // namespace warmkey::test

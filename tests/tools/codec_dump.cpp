@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   using namespace warmkey;
   const std::uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 0) : 20261130;
   const int samples = argc > 2 ? std::atoi(argv[2]) : 100000;
-  CaseRng rng(seed);
+  spaces::CaseRng rng(seed);
 
   // e2m1: every code, the values and midpoints (ties), a random sample in [-8, 8] and beyond.
   std::vector<float> e2m1_values;

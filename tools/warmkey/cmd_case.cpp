@@ -31,8 +31,8 @@ struct CaseCliOptions {
 };
 
 struct Picked {
-  equivalence::ServingBatch batch;
-  equivalence::EplbState eplb;
+  replay::ServingBatch batch;
+  replay::EplbState eplb;
 };
 
 // The batch of the case: --tokens T, or one drawn by seed from the config's synthetic trace.
@@ -42,22 +42,22 @@ Picked pick_batch(const ModelConfig& config, const CaseCliOptions& o) {
       throw InputError(str_cat("--tokens: ", o.tokens, " exceeds max_num_batched_tokens ",
                                config.max_num_batched_tokens, " of config '", config.name, "'"));
     Picked p;
-    p.batch.kind = o.tokens <= config.max_num_seqs ? equivalence::BatchKind::decode : equivalence::BatchKind::prefill;
+    p.batch.kind = o.tokens <= config.max_num_seqs ? replay::BatchKind::decode : replay::BatchKind::prefill;
     p.batch.num_tokens = o.tokens;
-    p.eplb = equivalence::eplb_state(config, 0);
+    p.eplb = replay::eplb_state(config, 0);
     return p;
   }
-  const equivalence::Trace trace = equivalence::synthetic_trace(config, {o.seed, 48});
+  const replay::Trace trace = replay::synthetic_trace(config, {o.seed, 48});
   std::vector<Picked> all;
   std::int64_t version = 0;
   for (const auto& item : trace.items) {
-    if (const auto* e = std::get_if<equivalence::RebalanceEvent>(&item)) {
+    if (const auto* e = std::get_if<replay::RebalanceEvent>(&item)) {
       version = e->eplb_version;
       continue;
     }
-    all.push_back({std::get<equivalence::ServingBatch>(item), equivalence::eplb_state(config, version)});
+    all.push_back({std::get<replay::ServingBatch>(item), replay::eplb_state(config, version)});
   }
-  CaseRng rng(o.seed);
+  spaces::CaseRng rng(o.seed);
   return all[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(all.size()) - 1))];
 }
 
@@ -68,18 +68,18 @@ int run(const CaseCliOptions& o) {
     throw InputError(str_cat("--kernel: kernel '", o.kernel, "' is not used by config '", config.name, "'"));
   const equivalence::KernelDescriptor& row = *equivalence::find_kernel(o.kernel);
   if (!row.replay) throw InputError(str_cat("--kernel: kernel '", o.kernel, "' has no input space (no replay)"));
-  const Oracle* oracle = row.oracle.get();
+  const equivalence::Oracle* oracle = row.oracle.get();
   if (oracle == nullptr) throw InputError(str_cat("--kernel: kernel '", o.kernel, "' has no oracle (no reference)"));
 
   const Picked picked = pick_batch(config, o);
-  const equivalence::ReplayContext ctx{config, picked.batch, picked.eplb};
+  const replay::ReplayContext ctx{config, picked.batch, picked.eplb};
   std::vector<equivalence::ReplayLaunch> launches = row.replay(kernel, ctx);
   if (launches.empty())
     throw InputError(str_cat("kernel '", o.kernel, "' makes no launch for ", picked.batch.to_string()));
   if (o.variant >= static_cast<int>(launches.size()))
     throw InputError(str_cat("--variant: ", o.variant, " is not below the ", launches.size(), " launches of kernel '",
                              o.kernel, "' for ", picked.batch.to_string()));
-  CaseRng rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
+  spaces::CaseRng rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
   const std::size_t index =
       o.variant >= 0 ? static_cast<std::size_t>(o.variant)
                      : static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(launches.size()) - 1));
@@ -87,7 +87,7 @@ int run(const CaseCliOptions& o) {
   if (!l.error.empty()) throw Error(str_cat("kernel '", o.kernel, "', ", l.variant, ": ", l.error));
   if (!l.make_case) throw InputError(str_cat("kernel '", o.kernel, "' has no case builder"));
 
-  NumericCase c = l.make_case(derive_seed(o.seed, index));
+  equivalence::NumericCase c = l.make_case(spaces::derive_seed(o.seed, index));
   RuntimeOptions ro;
   ro.cache_dir = cache_dir_option(o.cache_dir);
   JitRuntime rt(ro);
@@ -104,21 +104,21 @@ int run(const CaseCliOptions& o) {
 
   Device& device = rt.device();
   const bool gpu = !o.compile_only && device.available();
-  std::optional<std::vector<HostTensor>> got;
+  std::optional<std::vector<equivalence::HostTensor>> got;
   bool ok = true;
   nlohmann::json gpu_info{
       {"available", gpu},
       {"reason", gpu ? "" : (o.compile_only ? "compile-only requested" : device.unavailable_reason())}};
   if (gpu) {
     got = oracle->run_on_device(c, rt);
-    const CompareReport cmp = compare_outputs(c, *got);
+    const equivalence::CompareReport cmp = compare_outputs(c, *got);
     ok = cmp.ok;
     gpu_info["device"] = device.name();
     gpu_info["ok"] = cmp.ok;
     gpu_info["comparison"] = cmp.lines;
   }
   info["gpu"] = gpu_info;
-  equivalence::write_case_folder(o.out, c, got ? &*got : nullptr, {{"warmkey", info}});
+  replay::write_case_folder(o.out, c, got ? &*got : nullptr, {{"warmkey", info}});
 
   if (o.json) {
     std::cout << nlohmann::json{{"dir", o.out}, {"case", c.title()}, {"warmkey", info}, {"ok", ok}}.dump(2) << '\n';

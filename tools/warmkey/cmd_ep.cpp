@@ -28,22 +28,23 @@ struct EpOptions {
 };
 
 int run(const EpOptions& o) {
-  ep::LaunchOptions l;
+  replay::ep::LaunchOptions l;
   l.config = load_config(o.config);
   l.config.ep_size = o.ranks;  // the rank count decides the expert split
   l.config.validate();
   l.tokens = o.tokens;
   l.seed = o.seed;
   l.timeout_s = o.timeout;
-  l.transport = o.transport == "nccl" ? ep::Transport::nccl : ep::Transport::socket;
-  l.warm = o.warm == "none" ? ep::LaunchOptions::Warm::none
-                            : (o.warm == "all" ? ep::LaunchOptions::Warm::all : ep::LaunchOptions::Warm::ep_kernels);
+  l.transport = o.transport == "nccl" ? replay::ep::Transport::nccl : replay::ep::Transport::socket;
+  l.warm = o.warm == "none"
+               ? replay::ep::LaunchOptions::Warm::none
+               : (o.warm == "all" ? replay::ep::LaunchOptions::Warm::all : replay::ep::LaunchOptions::Warm::ep_kernels);
   l.cache_dir = cache_dir_option(o.cache_dir);
   l.arch = o.arch;
   l.fail_rank = o.fail_rank;
   l.hang_rank = o.hang_rank;
   l.fail_phase = o.fail_phase;
-  const ep::LaunchReport r = ep::run_ranks(l);
+  const replay::ep::LaunchReport r = replay::ep::run_ranks(l);
   std::cout << r.text();
   return r.ok ? 0 : 1;
 }

@@ -54,23 +54,24 @@ std::vector<std::int64_t> parse_tokens(const std::string& text) {
 }
 
 // --plan: every token count's plan, each JIT launch checked against the config's warmup.
-int print_plans(const layer::LayerRunOptions& o, bool json) {
+int print_plans(const replay::layer::LayerRunOptions& o, bool json) {
   const ModelConfig c = load_config(o.config);
   const DType ids = o.ids_dtype ? *o.ids_dtype : c.index_dtypes.front();
   nlohmann::json out = nlohmann::json::array();
   bool ok = true;
   for (std::int64_t t : o.tokens) {
-    layer::LayerBatch b{t, t <= o.decode_max, o.hash_layer, std::min(o.image_tokens, t), ids};
-    layer::MetaLayerTensors meta;
-    const layer::LayerPlan plan = layer::plan_layer(c, o.backend, b, meta);
-    const std::vector<std::string> problems = layer::unwarmed_steps(plan);
+    replay::layer::LayerBatch b{t, t <= o.decode_max, o.hash_layer, std::min(o.image_tokens, t), ids};
+    replay::layer::MetaLayerTensors meta;
+    const replay::layer::LayerPlan plan = replay::layer::plan_layer(c, o.backend, b, meta);
+    const std::vector<std::string> problems = replay::layer::unwarmed_steps(plan);
     ok = ok && problems.empty();
     std::size_t jit = 0;
-    for (const layer::LayerStep& s : plan.steps) jit += s.jit();
+    for (const replay::layer::LayerStep& s : plan.steps) jit += s.jit();
     if (json) {
       nlohmann::json j = {
           {"tokens", t}, {"batch", b.to_string()}, {"naive", plan.naive}, {"launches", jit}, {"problems", problems}};
-      for (const layer::LayerStep& s : plan.steps) j["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}});
+      for (const replay::layer::LayerStep& s : plan.steps)
+        j["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}});
       out.push_back(j);
     } else {
       std::cout << plan.to_text() << "  " << jit << " JIT launches: "
@@ -84,9 +85,9 @@ int print_plans(const layer::LayerRunOptions& o, bool json) {
 }
 
 int run(const LayerCliOptions& cli) {
-  layer::LayerRunOptions o;
+  replay::layer::LayerRunOptions o;
   o.config = cli.config;
-  o.backend = layer::parse_backend(cli.backend);
+  o.backend = replay::layer::parse_backend(cli.backend);
   o.tokens = parse_tokens(cli.tokens);
   o.decode_max = cli.decode_max;
   o.hash_layer = cli.hash_layer;
@@ -103,7 +104,7 @@ int run(const LayerCliOptions& cli) {
   o.jobs = cli.jobs;
   if (cli.plan) return print_plans(o, cli.json);
   if (!cli.json) o.log = [](const std::string& s) { std::cerr << "warmkey layer: " << s << "\n"; };
-  const layer::LayerRunReport r = layer::run_layer(o);
+  const replay::layer::LayerRunReport r = replay::layer::run_layer(o);
   std::cout << (cli.json ? r.to_json().dump(2) + "\n" : r.to_text());
   return r.ok() ? 0 : 1;
 }

@@ -61,7 +61,7 @@ void write_output(const std::string& flag, const std::string& file, const std::s
 
 int run(const RunCliOptions& o) {
   if (equivalence::emit_manifest_if_requested()) return 0;  // a P7 child re-executed by the verify step
-  equivalence::RunOptions r;
+  replay::RunOptions r;
   r.config = o.config;
   if (!o.trace.empty()) r.trace = o.trace;
   r.synthetic.seed = o.seed;
@@ -84,12 +84,11 @@ int run(const RunCliOptions& o) {
 
   if (!o.save_trace.empty()) {
     const ModelConfig config = load_config(o.config);
-    const equivalence::Trace trace =
-        r.trace ? equivalence::load_trace(*r.trace) : equivalence::synthetic_trace(config, r.synthetic);
+    const replay::Trace trace = r.trace ? replay::load_trace(*r.trace) : replay::synthetic_trace(config, r.synthetic);
     write_output("--save-trace", o.save_trace, trace.to_jsonl());
   }
 
-  const equivalence::RunReport report = equivalence::run_pipeline(equivalence::builtin_registry(), r);
+  const replay::RunReport report = replay::run_pipeline(equivalence::builtin_registry(), r);
   if (!o.junit.empty()) write_output("--junit", o.junit, report.to_junit());
   if (o.json) {
     std::cout << report.to_json().dump(2) << '\n';
