@@ -31,8 +31,8 @@ struct CaseCliOptions {
 };
 
 struct Picked {
-  replay::ServingBatch batch;
-  replay::EplbState eplb;
+  spaces::ServingBatch batch;
+  spaces::EplbState eplb;
 };
 
 // The batch of the case: --tokens T, or one drawn by seed from the config's synthetic trace.
@@ -42,9 +42,9 @@ Picked pick_batch(const ModelConfig& config, const CaseCliOptions& o) {
       throw InputError(str_cat("--tokens: ", o.tokens, " exceeds max_num_batched_tokens ",
                                config.max_num_batched_tokens, " of config '", config.name, "'"));
     Picked p;
-    p.batch.kind = o.tokens <= config.max_num_seqs ? replay::BatchKind::decode : replay::BatchKind::prefill;
+    p.batch.kind = o.tokens <= config.max_num_seqs ? spaces::BatchKind::decode : spaces::BatchKind::prefill;
     p.batch.num_tokens = o.tokens;
-    p.eplb = replay::eplb_state(config, 0);
+    p.eplb = spaces::eplb_state(config, 0);
     return p;
   }
   const replay::Trace trace = replay::synthetic_trace(config, {o.seed, 48});
@@ -55,7 +55,7 @@ Picked pick_batch(const ModelConfig& config, const CaseCliOptions& o) {
       version = e->eplb_version;
       continue;
     }
-    all.push_back({std::get<replay::ServingBatch>(item), replay::eplb_state(config, version)});
+    all.push_back({std::get<spaces::ServingBatch>(item), spaces::eplb_state(config, version)});
   }
   spaces::CaseRng rng(o.seed);
   return all[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(all.size()) - 1))];
@@ -72,7 +72,7 @@ int run(const CaseCliOptions& o) {
   if (oracle == nullptr) throw InputError(str_cat("--kernel: kernel '", o.kernel, "' has no oracle (no reference)"));
 
   const Picked picked = pick_batch(config, o);
-  const replay::ReplayContext ctx{config, picked.batch, picked.eplb};
+  const spaces::ReplayContext ctx{config, picked.batch, picked.eplb};
   std::vector<equivalence::ReplayLaunch> launches = row.replay(kernel, ctx);
   if (launches.empty())
     throw InputError(str_cat("kernel '", o.kernel, "' makes no launch for ", picked.batch.to_string()));
