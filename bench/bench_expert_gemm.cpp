@@ -240,8 +240,8 @@ struct CublasLt {
 
 // One cuBLASLt fp8 e4m3 matmul per expert. block_scaled: the weights' 128 x 128 block scales
 // (BLK128x128_32F) and the activations' 1 x 128 scales (VEC128_32F), the same recipe as fused_moe's
-// fp8 path (cuBLASLt has these modes on sm_100 and newer only: on Hopper the heuristic returns
-// CUBLAS_STATUS_NOT_SUPPORTED). Otherwise one fp32 scale per matrix (SCALAR_32F): no block-scale
+// fp8 path (on the H200 with libcublasLt 13 the heuristic returns CUBLAS_STATUS_NOT_SUPPORTED for
+// it: docs/PERFORMANCE.md). Otherwise one fp32 scale per matrix (SCALAR_32F): no block-scale
 // promotion, less work than the recipe, so a bound the recipe cannot beat on the same GPU.
 double cublaslt_fp8_ms(const std::vector<int>& counts, std::int64_t n, std::int64_t k, const void* b,
                        const void* b_scale, bool block_scaled, std::string* note) {
