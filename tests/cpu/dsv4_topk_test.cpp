@@ -472,6 +472,11 @@ TEST(Dsv4TopkValidation, acceptsValidInputs) {
   a.bias = Tensor::meta(DType::f32, {384});
   a.bias_vl.reset();
   EXPECT_NO_THROW(kKernel.validate(a));
+  // One token: its row stride is never read, so a view whose stride is below E is accepted.
+  const std::int64_t one_row[] = {1, 256}, short_stride[] = {100, 1};
+  a = valid_args(1);
+  a.logits = Tensor::meta_strided(DType::f32, one_row, short_stride);
+  EXPECT_NO_THROW(kKernel.validate(a));
   EXPECT_NO_THROW(kKernel.validate(valid_args(0)));
   EXPECT_FALSE(kKernel.launches(valid_args(0)));
   EXPECT_TRUE(kKernel.launches(valid_args(1)));

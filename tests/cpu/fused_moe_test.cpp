@@ -393,6 +393,11 @@ TEST(FusedMoeValidation, errorsNameKernelFieldAndValue) {
   fp8 = valid_args(DType::f8e4m3);
   fp8.a_scale.reset();
   test::expect_rejected(kKernel, fp8, "a_scale", "missing");
+  // M * top_k past i32 (M = 2^28 fits, M * 16 = 2^32 does not): refused before any other shape.
+  FusedMoeArgs wide = valid_args();
+  wide.a = Tensor::meta(DType::bf16, {std::int64_t{1} << 28, 256});
+  wide.top_k = 16;
+  test::expect_rejected(kKernel, wide, "top_k", "exceeds i32");
 }
 
 // ---- the key ------------------------------------------------------------------------------------

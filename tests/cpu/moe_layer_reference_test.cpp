@@ -272,6 +272,32 @@ TEST(MoeLayerReference, nvfp4GlobalScaleIsApplied) {
   EXPECT_GT(worst_ratio(l.shape, direct, moe_layer_composed(broken.shape, broken.w, broken.in, false, 16)), 1.0);
 }
 
+// sigma (the GPU comparison's tolerance scale) sums squared terms: finite and positive wherever a
+// token reaches a routed expert, even with the shared expert's weights zeroed, and never smaller
+// with the shared expert's terms added.
+TEST(MoeLayerReference, sigmaIsASumOfSquaresOfEveryTerm) {
+  for (bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "fp8" : "bf16");
+    const Layer l = make_layer(11, fp8, DType::ue8m0, 24, 0);
+    Layer routed_only = l;
+    routed_only.w.shared_w13.setZero();
+    routed_only.w.shared_w2.setZero();
+    const MoeLayerOutput with_shared = moe_layer(l.shape, l.w, l.in, false);
+    const MoeLayerOutput alone = moe_layer(routed_only.shape, routed_only.w, routed_only.in, false);
+    int checked = 0;
+    for (Eigen::Index r = 0; r < alone.sigma.rows(); ++r) {
+      if (!(alone.topk_ids.row(r).array() < l.shape.experts).any()) continue;  // only zero-compute experts
+      ++checked;
+      for (Eigen::Index c = 0; c < alone.sigma.cols(); ++c) {
+        ASSERT_TRUE(std::isfinite(alone.sigma(r, c))) << "token " << r << " column " << c;
+        ASSERT_GT(alone.sigma(r, c), 0.0f) << "token " << r << " column " << c;
+        ASSERT_GE(with_shared.sigma(r, c), alone.sigma(r, c)) << "token " << r << " column " << c;
+      }
+    }
+    EXPECT_GT(checked, 0);
+  }
+}
+
 TEST(MoeLayerReference, sampledRowsMatchTheFullBatch) {
   const Layer l = make_layer(7, false, DType::ue8m0, 20, 4);
   const MoeLayerOutput full = moe_layer(l.shape, l.w, l.in, false);

@@ -84,6 +84,29 @@ TEST(ReplayAdapters, emptyBatchLaunchesNothing) {
   }
 }
 
+// A vision config's router: a text-only batch passes no bias_vl (VL off), a batch with image
+// tokens passes it with the config's sentinel window.
+TEST(ReplayAdapters, routerOfAVisionConfigPassesBiasVlOnlyWithImageTokens) {
+  const ModelConfig c = load_config("dsv4-flash");
+  ASSERT_TRUE(c.vision);
+  const Kernel* k = equivalence::builtin_registry().find("dsv4_topk");
+  ASSERT_NE(k, nullptr);
+  const EplbState eplb = eplb_state(c, 0);
+  for (std::int64_t images : {0, 3}) {
+    ServingBatch b;
+    b.num_tokens = 16;
+    b.image_tokens = images;
+    const std::vector<ReplayLaunch> launches = find_kernel("dsv4_topk")->replay(*k, {c, b, eplb});
+    ASSERT_FALSE(launches.empty());
+    for (const ReplayLaunch& l : launches) {
+      ASSERT_EQ(l.error, "") << l.variant;
+      const bool vl = l.inputs.find("bias_vl=none") == std::string::npos;
+      EXPECT_EQ(vl, images > 0) << "images=" << images << ": " << l.variant << ": " << l.inputs;
+      EXPECT_EQ(l.variant.find("VL") != std::string::npos, images > 0) << l.variant;
+    }
+  }
+}
+
 TEST(ReplayAdapters, eplbStateMovesReplicasAcrossVersions) {
   const ModelConfig c = load_config("dsv4-flash-ep8-eplb");
   const EplbState v0 = eplb_state(c, 0), v1 = eplb_state(c, 1);
