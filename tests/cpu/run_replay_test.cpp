@@ -96,9 +96,10 @@ TEST(ReplayAdapters, routerOfAVisionConfigPassesBiasVlOnlyWithImageTokens) {
     ServingBatch b;
     b.num_tokens = 16;
     b.image_tokens = images;
-    const std::vector<ReplayLaunch> launches = find_kernel("dsv4_topk")->replay(*k, {c, b, eplb});
+    const std::vector<equivalence::ReplayLaunch> launches =
+        equivalence::find_kernel("dsv4_topk")->replay(*k, {c, b, eplb});
     ASSERT_FALSE(launches.empty());
-    for (const ReplayLaunch& l : launches) {
+    for (const equivalence::ReplayLaunch& l : launches) {
       ASSERT_EQ(l.error, "") << l.variant;
       const bool vl = l.inputs.find("bias_vl=none") == std::string::npos;
       EXPECT_EQ(vl, images > 0) << "images=" << images << ": " << l.variant << ": " << l.inputs;
