@@ -286,10 +286,11 @@ double cublaslt_fp8_ms(const std::vector<int>& counts, std::int64_t n, std::int6
     p.a = bw + static_cast<std::int64_t>(e) * n * k;
     p.b = static_cast<const std::uint8_t*>(a.data()) + row * k;
     p.c = static_cast<std::uint16_t*>(c_out.data()) + row * n;
-    const void* sa = block_scaled ? static_cast<const void*>(bs + static_cast<std::int64_t>(e) * (n / 128) * (k / 128))
-                                  : one.data();
-    const void* sb =
-        block_scaled ? static_cast<const void*>(static_cast<const float*>(a_scale.data()) + row * (k / 128)) : one.data();
+    const void* sa =
+        block_scaled ? static_cast<const void*>(bs + static_cast<std::int64_t>(e) * (n / 128) * (k / 128)) : one.data();
+    const void* sb = block_scaled
+                         ? static_cast<const void*>(static_cast<const float*>(a_scale.data()) + row * (k / 128))
+                         : one.data();
     const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
     const cublasLtMatmulMatrixScale_t blk = block_scaled ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
                                                          : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F,

@@ -32,7 +32,7 @@ struct Device::Api {
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
-  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;  // optional
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;     // optional
   CUresult (*occupancy_max_active_clusters)(int*, CUfunction, const CUlaunchConfig*) = nullptr;  // optional
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                             void**, void**) = nullptr;
@@ -97,8 +97,8 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.func_set_attribute, {"cuFuncSetAttribute"});
   resolve(lib, &a.launch_kernel, {"cuLaunchKernel"});
   a.launch_kernel_ex = reinterpret_cast<decltype(a.launch_kernel_ex)>(::dlsym(lib, "cuLaunchKernelEx"));
-  a.occupancy_max_active_clusters = reinterpret_cast<decltype(a.occupancy_max_active_clusters)>(
-      ::dlsym(lib, "cuOccupancyMaxActiveClusters"));
+  a.occupancy_max_active_clusters =
+      reinterpret_cast<decltype(a.occupancy_max_active_clusters)>(::dlsym(lib, "cuOccupancyMaxActiveClusters"));
   a.tensor_map_encode_tiled =
       reinterpret_cast<decltype(a.tensor_map_encode_tiled)>(::dlsym(lib, "cuTensorMapEncodeTiled"));
   resolve(lib, &a.stream_begin_capture, {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"});
@@ -421,8 +421,8 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
                                 " blocks needs compute capability 9.0 and cuLaunchKernelEx (this device: ", major_, ".",
                                 minor_, ")"));
     if (grid_x % spec.cluster_x != 0)
-      throw DeviceError(str_cat("kernel '", kernel, "': grid ", grid_x, " is not a multiple of its cluster size ",
-                                spec.cluster_x));
+      throw DeviceError(
+          str_cat("kernel '", kernel, "': grid ", grid_x, " is not a multiple of its cluster size ", spec.cluster_x));
     if (spec.persistent) {
       const unsigned resident = resident_clusters(fn, spec, kernel);
       if (resident > 0 && grid_x > resident * spec.cluster_x) grid_x = resident * spec.cluster_x;
@@ -456,15 +456,15 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
                             spec.shared_bytes, static_cast<CUstream>(stream), args.ptrs.data(), nullptr);
   }
   if (r != CUDA_SUCCESS)
-    check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", grid_x, ",",
-                     spec.grid[1], ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
+    check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", grid_x, ",", spec.grid[1],
+                     ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
                      " shared=", spec.shared_bytes));
 }
 
 unsigned Device::resident_clusters(void* fn, const LaunchSpec& spec, const std::string& kernel) {
   if (api_->occupancy_max_active_clusters == nullptr) return 0;  // no clamp
-  const std::string id = str_cat(reinterpret_cast<std::uintptr_t>(fn), "/", spec.cluster_x, "/", spec.shared_bytes, "/",
-                                 spec.block[0]);
+  const std::string id =
+      str_cat(reinterpret_cast<std::uintptr_t>(fn), "/", spec.cluster_x, "/", spec.shared_bytes, "/", spec.block[0]);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = resident_clusters_.find(id); it != resident_clusters_.end()) return it->second;

@@ -50,6 +50,8 @@ struct LayerGraphRow {
   bool captured = false;
   std::size_t nodes = 0;  // kernel and memset nodes recorded
   double ms = 0;          // mean device time of one replay
+  double achieved = 0;    // the row's bytes over ms (guarded like the eager figure: above the peak fails)
+  double ratio = 0;       // achieved over the HBM peak (0: no peak known)
   // During the capture: runtime compiles, module loads, and refusals (allocations, module loads,
   // runtime-cache misses inside the CaptureScope). All three must be 0.
   std::int64_t compiles = 0, module_loads = 0, refusals = 0;

@@ -30,7 +30,7 @@ const bool installed = [] {
   ss.ss_sp = alt_stack;
   ss.ss_size = sizeof alt_stack;
   sigaltstack(&ss, nullptr);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = print_stack;
   sa.sa_flags = SA_ONSTACK;
   sigemptyset(&sa.sa_mask);

@@ -130,7 +130,7 @@ TEST(CudaGraphGpu, aWarmedLaunchReplaysAndAPlantedMissIsRefusedWithItsKeyDiff) {
   a.scale = Tensor::view(DType::ue8m0, s8.data(), {rows, groups});
   a.group_size = 128;
   const Fp8Quant quant;
-  rt.get(quant.bound_key(a), Phase::warmup);  // warmup: this key only
+  rt.warm({quant.bound_key(a)}, 1, 1);  // warmup: this key only (the monitor's warmed set)
   rt.monitor().set_mode(MonitorMode::error);
   rt.monitor().activate();
 
