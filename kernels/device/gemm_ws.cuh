@@ -22,8 +22,9 @@
 // - A rows are gathered: each row of a tile has its own source row (or none: padding), which
 //   Hopper's TMA cannot express (one 1 x 128-byte box per row ran 2.3x slower: docs/PERFORMANCE.md);
 //   rows without a source are not loaded at all (their accumulator rows are garbage and never
-//   stored: an output row depends only on its own A row). B is one 3-D box (K, N, expert) of 256
-//   rows; rows past N are zero-filled by TMA.
+//   stored: an output row depends only on its own A row). B is two 3-D boxes (K, N, expert) of 128
+//   rows each (or one multicast box per block of a cluster: WK_WS_MCAST below); rows past N are
+//   zero-filled by TMA.
 // - Tiles: t = blockIdx.x, blockIdx.x + gridDim.x, ... over num_m x ceil(N / 256), GROUP_M
 //   m-blocks rasterised together. Producer and consumers walk the same sequence and skip the same
 //   tiles (no expert: the consumers write zeros), so their stage counts agree.
@@ -43,11 +44,22 @@
 #ifndef WK_WS_A_COAL
 #define WK_WS_A_COAL 1
 #endif
+// - WK_WS_MCAST: blocks run in clusters of 2 (the host always launches clusters of 2) that walk
+//   pairs of m-blocks (2p, 2p + 1) with one n-block; when both have the same expert, each block
+//   loads one 128-row half of B by TMA multicast into both blocks (half the B bytes from L2 per
+//   block). Otherwise each loads its own B; a block without an expert in a pair whose other block
+//   has one runs the pipeline's handshakes without loads or MMAs. Every stage's empty barrier
+//   counts the consumer warps of both blocks (a multicast writes the peer's stage too).
+#ifndef WK_WS_MCAST
+#define WK_WS_MCAST 1
+#endif
 
 namespace wk::ws {
 
 inline constexpr bool kN256 = WK_WS_N256 != 0;
 inline constexpr bool kACoalesced = WK_WS_A_COAL != 0;
+inline constexpr bool kMcast = WK_WS_MCAST != 0;
+inline constexpr int kClusterSize = 2;  // the launch's cluster (fused_moe.cpp: launch_spec)
 
 inline constexpr int kBM = 128;
 inline constexpr int kBN = 256;
@@ -57,6 +69,8 @@ inline constexpr int kThreads = 384;
 inline constexpr int kConsumerWarps = 8;
 inline constexpr int kABytes = kBM * kRowBytes;
 inline constexpr int kBBytes = kBN * kRowBytes;
+inline constexpr int kBHalfRows = 128;                   // one TMA box of B (the host's tensor map)
+inline constexpr int kBHalfBytes = kBHalfRows * kRowBytes;
 inline constexpr int kStageBytes = kABytes + kBBytes;
 // A launch asks for 1024 bytes of alignment slack, the stages and two 8-byte barriers per stage of
 // dynamic shared memory (the host computes it: fused_moe.cpp, shared_bytes()).

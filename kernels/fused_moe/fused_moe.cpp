@@ -630,15 +630,19 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   if (warp_specialised(tile)) {
     // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
     // which never runs, does not ask the device).
+    // Clusters of 2 (device/gemm_ws.cuh, WK_WS_MCAST): an even grid, at least one cluster; the
+    // device lowers it to the clusters that fit at once.
     const unsigned sms = a.a.is_meta() ? kFallbackSms : device_multiprocessors(kFallbackSms);
-    s.grid[0] = std::min(s.grid[0], sms);
+    s.grid[0] = std::max(2u, std::min(s.grid[0], sms) & ~1u);
+    s.cluster_x = 2;
+    s.persistent = true;
     const std::int64_t es = dtype_size(a.a.dtype()), elems = kRowBytes / es;
     auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
     b_map = TensorMapDesc{&a.b,
                           3,
                           {u64(k), u64(n), u64(a.b.size(0))},
                           {u64(a.b.stride(1) * es), u64(a.b.stride(0) * es)},
-                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN), 1},
+                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN / 2), 1},
                           128};
   }
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};

@@ -76,14 +76,27 @@ __device__ __forceinline__ void fused_moe_ws(
   // box per row was measured 2x slower than this: docs/PERFORMANCE.md).
   const bool a_async = wk::aligned16(a);
 
+  constexpr bool kMcast = ws::kMcast;
+  const unsigned rank = kMcast ? sm90::cluster_ctarank() : 0u;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(full0 + 8 * s, 1u + 128u);  // B's expect_tx + one per producer thread
-      sm90::mbar_init(empty0 + 8 * s, ws::kConsumerWarps);
+      sm90::mbar_init(full0 + 8 * s, 1u + 128u);  // B's expect_tx (or a plain arrival) + one per producer thread
+      sm90::mbar_init(empty0 + 8 * s, (kMcast ? ws::kClusterSize : 1) * ws::kConsumerWarps);
     }
     sm90::mbar_init_fence();
   }
-  __syncthreads();
+  // Clusters: the peer's barriers are initialised before any multicast or remote arrival reaches
+  // them, and no block exits while its peer may still write its stages or arrive on its barriers.
+  struct ClusterExit {
+    __device__ ~ClusterExit() {
+      if constexpr (wk::ws::kMcast) wk::sm90::cluster_sync();
+    }
+  };
+  if constexpr (kMcast)
+    sm90::cluster_sync();
+  else
+    __syncthreads();
+  const ClusterExit cluster_exit;
 
   // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
   const long long ntpp = static_cast<long long>(__ldg(num_tokens_post_padded));
@@ -91,31 +104,81 @@ __device__ __forceinline__ void fused_moe_ws(
   if (m_cap > nv) m_cap = nv;
   long long m_dev = (ntpp + ws::kBM - 1) / ws::kBM;
   const int num_m = static_cast<int>(m_dev < m_cap ? m_dev : m_cap);
-  const int tiles = num_m * num_pid_n;
   const int group_m = static_cast<int>(S::GROUP_M);
   const int wg = tid >> 7;
+  // The walk: tile t of walk_tiles, from walk_first by walk_step. Without clusters a tile is one
+  // (m-block, n-block); with them one (pair of m-blocks, n-block) per cluster, block `rank` of the
+  // cluster taking m-block 2 p + rank. Producer and consumers of both blocks visit the same tiles.
+  const int walk_m = kMcast ? (num_m + 1) / 2 : num_m;
+  const int walk_tiles = walk_m * num_pid_n;
+  const int walk_first = static_cast<int>(blockIdx.x) / (kMcast ? ws::kClusterSize : 1);
+  const int walk_step = static_cast<int>(gridDim.x) / (kMcast ? ws::kClusterSize : 1);
+  struct TileAt {
+    int pid_m, pid_n;
+    long long e;
+    bool exists, has_expert;  // this block's m-block is below num_m; and its expert is local
+    bool run;                 // the pipeline runs (this block's or, in a cluster, the peer's expert)
+    bool mcast;               // both blocks have the same expert: B arrives by multicast
+  };
+  auto tile_at = [&](int t) {
+    TileAt x;
+    int pm;
+    ws::tile_coords(t, walk_m, num_pid_n, group_m, pm, x.pid_n);
+    x.pid_m = kMcast ? 2 * pm + static_cast<int>(rank) : pm;
+    x.exists = x.pid_m < num_m;
+    x.e = x.exists ? wk::to_index(__ldg(expert_ids + x.pid_m)) : -1;
+    x.has_expert = x.e >= 0 && x.e < static_cast<long long>(num_experts);
+    x.run = x.has_expert;
+    x.mcast = false;
+    if constexpr (kMcast) {
+      const int peer_m = 2 * pm + static_cast<int>(rank ^ 1u);
+      const long long pe = peer_m < num_m ? wk::to_index(__ldg(expert_ids + peer_m)) : -1;
+      const bool peer_has = pe >= 0 && pe < static_cast<long long>(num_experts);
+      x.run = x.has_expert || peer_has;
+      x.mcast = x.has_expert && peer_has && pe == x.e;
+    }
+    return x;
+  };
 
   if (wg == 0) {
     // ---- producer ----
     if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<40>();
     if (tid == 0) sm90::tma_prefetch(&b_map);
+    // Stage s's B: this block's expert, two 128-row boxes; or by multicast, this block's half into
+    // both blocks of the cluster; or nothing (no expert here: a plain arrival instead of expect_tx).
+    auto load_b = [&](const TileAt& x, char* stage, unsigned full, int kt) {
+      if (!x.has_expert) {
+        sm90::mbar_arrive(full);
+        return;
+      }
+      sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
+      const unsigned b_dst = sm90::smem_u32(stage) + ws::kABytes;
+      const int n0 = x.pid_n * ws::kBN, e = static_cast<int>(x.e);
+      if (kMcast && x.mcast) {
+        const int h = static_cast<int>(rank);
+        sm90::tma_load_3d_multicast(b_dst + h * ws::kBHalfBytes, &b_map, full, kt * kElems, n0 + h * ws::kBHalfRows, e,
+                                    static_cast<unsigned short>((1u << ws::kClusterSize) - 1u));
+      } else {
+        sm90::tma_load_3d(b_dst, &b_map, full, kt * kElems, n0, e);
+        sm90::tma_load_3d(b_dst + ws::kBHalfBytes, &b_map, full, kt * kElems, n0 + ws::kBHalfRows, e);
+      }
+    };
     // Coalesced A (ws::kACoalesced): thread tid copies 16-byte piece tid % 8 of rows tid / 8 + 16 j,
     // j < 8, whose source rows (-1: none) the 128 producer threads publish per tile in s_row
     // (double-buffered: one producer barrier per tile orders a buffer's reuse two tiles later).
     __shared__ long long s_row[2][ws::kBM];
     const long long row_bytes = static_cast<long long>(stride_am) * static_cast<long long>(sizeof(T));
     unsigned it = 0, tile_no = 0;
-    for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
-      int pid_m, pid_n;
-      ws::tile_coords(t, num_m, num_pid_n, group_m, pid_m, pid_n);
-      const long long e = wk::to_index(__ldg(expert_ids + pid_m));
-      if (e < 0 || e >= static_cast<long long>(num_experts)) continue;
-      const int n0 = pid_n * ws::kBN;
+    for (int t = walk_first; t < walk_tiles; t += walk_step) {
+      const TileAt x = tile_at(t);
+      if (!x.run) continue;
+      const long long pos = static_cast<long long>(x.pid_m) * ws::kBM + tid;
+      const long long entry =
+          x.has_expert && pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      const bool ok = entry >= 0 && entry < nv;
       if constexpr (ws::kACoalesced) {
         const int buf = static_cast<int>(tile_no++ & 1u);
-        const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
-        const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-        s_row[buf][tid] = entry >= 0 && entry < nv ? (entry / top_k) * row_bytes : -1;
+        s_row[buf][tid] = ok ? (entry / top_k) * row_bytes : -1;
         sm90::named_bar_sync(1, 128);
         const char* a_bytes = reinterpret_cast<const char*>(a) + (tid & 7) * 16;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
@@ -124,10 +187,7 @@ __device__ __forceinline__ void fused_moe_ws(
           sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
           char* stage = smem + s * ws::kStageBytes;
           const unsigned full = full0 + 8 * s;
-          if (tid == 0) {
-            sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
-            sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
-          }
+          if (tid == 0) load_b(x, stage, full, kt);
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
             const int r = (tid >> 3) + 16 * j;
@@ -150,9 +210,6 @@ __device__ __forceinline__ void fused_moe_ws(
       }
       // Every producer thread stages tile row tid: cp.async (16-byte aligned A) or loads and
       // stores through registers, then one arrival on full[s] once its copies have landed.
-      const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
-      const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-      const bool ok = entry >= 0 && entry < nv;
       const char* row = reinterpret_cast<const char*>(a + (ok ? entry / top_k : 0) * static_cast<long long>(stride_am));
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = static_cast<int>(it % kStages);
@@ -160,10 +217,7 @@ __device__ __forceinline__ void fused_moe_ws(
         sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
         char* stage = smem + s * ws::kStageBytes;
         const unsigned full = full0 + 8 * s;
-        if (tid == 0) {
-          sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
-          sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
-        }
+        if (tid == 0) load_b(x, stage, full, kt);
         if (a_async) {
           if (ok) {
 #pragma unroll
@@ -192,26 +246,47 @@ __device__ __forceinline__ void fused_moe_ws(
   const bool c_vec = wk::aligned16(c);
   const int scale_cols = k_size / 128;
   const int scale_rows_b = (n_cols + 127) / 128;
+  // Stage s is free again: one arrival per warp on its empty barrier, in both blocks of a cluster.
+  auto release = [&](int s) {
+    if (lane != 0) return;
+    if constexpr (kMcast) {
+#pragma unroll
+      for (int r = 0; r < ws::kClusterSize; ++r) sm90::mbar_arrive_cluster(empty0 + 8 * s, static_cast<unsigned>(r));
+    } else {
+      sm90::mbar_arrive(empty0 + 8 * s);
+    }
+  };
   using Cons = ws::Consumer<T>;
   Cons cons;
   unsigned it = 0;
-  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
-    int pid_m, pid_n;
-    ws::tile_coords(t, num_m, num_pid_n, group_m, pid_m, pid_n);
-    const long long e = wk::to_index(__ldg(expert_ids + pid_m));
-    const bool has_expert = e >= 0 && e < static_cast<long long>(num_experts);
-    const int n0 = pid_n * ws::kBN;
+  for (int t = walk_first; t < walk_tiles; t += walk_step) {
+    const TileAt x = tile_at(t);
+    if (!x.exists && !x.run) continue;
+    const int pid_m = x.pid_m;
+    const long long e = x.e;
+    const bool has_expert = x.has_expert;
+    const int n0 = x.pid_n * ws::kBN;
     // The entries of this thread's rows (Cons::kRowSlots of them: slot q is row_of(i) for the i with
-    // row_slot(i) == q), -1 for padding.
+    // row_slot(i) == q), -1 for padding and for a block past the last m-block.
     int entry[Cons::kRowSlots];
 #pragma unroll
     for (int q = 0; q < Cons::kRowSlots; ++q) {
       const int i = Cons::first_in_slot(q);
       const long long pos = static_cast<long long>(pid_m) * ws::kBM + 64 * cwg + Cons::row_of(i, warp, lane);
-      const long long en = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      const long long en =
+          x.exists && pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
       entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
     }
     cons.zero();
+    if (x.run && !has_expert) {
+      // The peer's pipeline (a cluster): this block's stages carry nothing; hand each one back.
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = static_cast<int>(it % kStages);
+        sm90::mbar_wait(full0 + 8 * s, (it / kStages) & 1u);
+        __syncwarp();
+        release(s);
+      }
+    }
     if (has_expert) {
       const typename S::b_scale_t* b_scale_row = nullptr;
       int a_scale_row[4] = {-1, -1, -1, -1};
@@ -236,7 +311,7 @@ __device__ __forceinline__ void fused_moe_ws(
           sm90::fence_proxy_async();  // A came by cp.async (the generic proxy); wgmma reads async
           cons.mma_ktile_scaled(a_addr, b_addr, rs, cs, warp, lane);
           __syncwarp();
-          if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
+          release(s);
         } else {
           sm90::mbar_wait(full0 + 8 * s, phase);
           sm90::fence_proxy_async();
@@ -244,19 +319,20 @@ __device__ __forceinline__ void fused_moe_ws(
           if constexpr (sm90::kHasWgmma) {
             // The k-tile before this one has completed: release its stage.
             sm90::wgmma_wait<1>();
-            if (kt > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+            if (kt > 0) release(static_cast<int>((it - 1) % kStages));
           } else {
             __syncwarp();
-            if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
+            release(s);
           }
         }
       }
       if constexpr (!kFp8 && sm90::kHasWgmma) {
         sm90::wgmma_wait<0>();
         sm90::fence_regs(cons.acc);
-        if (k_tiles > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+        if (k_tiles > 0) release(static_cast<int>((it - 1) % kStages));
       }
     }
+    if (!x.exists) continue;
 
     // Epilogue: (acc + bias) * w, rounded once, stored by column pairs (zeros without an expert).
 #pragma unroll
