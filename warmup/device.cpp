@@ -32,8 +32,7 @@ struct Device::Api {
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int) = nullptr;
-  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;     // optional
-  CUresult (*occupancy_max_active_clusters)(int*, CUfunction, const CUlaunchConfig*) = nullptr;  // optional
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;  // optional
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                             void**, void**) = nullptr;
   CUresult (*mem_alloc)(CUdeviceptr*, std::size_t) = nullptr;
@@ -97,8 +96,6 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.func_set_attribute, {"cuFuncSetAttribute"});
   resolve(lib, &a.launch_kernel, {"cuLaunchKernel"});
   a.launch_kernel_ex = reinterpret_cast<decltype(a.launch_kernel_ex)>(::dlsym(lib, "cuLaunchKernelEx"));
-  a.occupancy_max_active_clusters =
-      reinterpret_cast<decltype(a.occupancy_max_active_clusters)>(::dlsym(lib, "cuOccupancyMaxActiveClusters"));
   a.tensor_map_encode_tiled =
       reinterpret_cast<decltype(a.tensor_map_encode_tiled)>(::dlsym(lib, "cuTensorMapEncodeTiled"));
   resolve(lib, &a.stream_begin_capture, {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"});
@@ -413,80 +410,27 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
     if (r != CUDA_SUCCESS)
       check(r, str_cat("kernel '", kernel, "': raising dynamic shared memory to ", spec.shared_bytes, " bytes"));
   }
-  unsigned grid_x = spec.grid[0];
-  const bool cluster = spec.cluster_x > 1;
-  if (cluster) {
-    if (major_ < 9 || api_->launch_kernel_ex == nullptr)
-      throw DeviceError(str_cat("kernel '", kernel, "': a launch in clusters of ", spec.cluster_x,
-                                " blocks needs compute capability 9.0 and cuLaunchKernelEx (this device: ", major_, ".",
-                                minor_, ")"));
-    if (grid_x % spec.cluster_x != 0)
-      throw DeviceError(
-          str_cat("kernel '", kernel, "': grid ", grid_x, " is not a multiple of its cluster size ", spec.cluster_x));
-    if (spec.persistent) {
-      const unsigned resident = resident_clusters(fn, spec, kernel);
-      if (resident > 0 && grid_x > resident * spec.cluster_x) grid_x = resident * spec.cluster_x;
-    }
-  }
-  const bool pdl = spec.programmatic_dependent_launch && major_ >= 9 && api_->launch_kernel_ex != nullptr;
   int r;
-  if (cluster || pdl) {
-    CUlaunchAttribute attrs[2]{};
-    unsigned n = 0;
-    if (pdl) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attrs[n++].value.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attrs[n].value.clusterDim.x = spec.cluster_x;
-      attrs[n].value.clusterDim.y = 1;
-      attrs[n++].value.clusterDim.z = 1;
-    }
+  if (spec.programmatic_dependent_launch && major_ >= 9 && api_->launch_kernel_ex != nullptr) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
     CUlaunchConfig config{};
-    config.gridDimX = grid_x, config.gridDimY = spec.grid[1], config.gridDimZ = spec.grid[2];
+    config.gridDimX = spec.grid[0], config.gridDimY = spec.grid[1], config.gridDimZ = spec.grid[2];
     config.blockDimX = spec.block[0], config.blockDimY = spec.block[1], config.blockDimZ = spec.block[2];
     config.sharedMemBytes = spec.shared_bytes;
     config.hStream = static_cast<CUstream>(stream);
-    config.attrs = attrs;
-    config.numAttrs = n;
+    config.attrs = &attr;
+    config.numAttrs = 1;
     r = api_->launch_kernel_ex(&config, fn, args.ptrs.data(), nullptr);
   } else {
-    r = api_->launch_kernel(fn, grid_x, spec.grid[1], spec.grid[2], spec.block[0], spec.block[1], spec.block[2],
+    r = api_->launch_kernel(fn, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0], spec.block[1], spec.block[2],
                             spec.shared_bytes, static_cast<CUstream>(stream), args.ptrs.data(), nullptr);
   }
   if (r != CUDA_SUCCESS)
-    check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", grid_x, ",", spec.grid[1],
-                     ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
+    check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", spec.grid[0], ",",
+                     spec.grid[1], ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
                      " shared=", spec.shared_bytes));
-}
-
-unsigned Device::resident_clusters(void* fn, const LaunchSpec& spec, const std::string& kernel) {
-  if (api_->occupancy_max_active_clusters == nullptr) return 0;  // no clamp
-  const std::string id =
-      str_cat(reinterpret_cast<std::uintptr_t>(fn), "/", spec.cluster_x, "/", spec.shared_bytes, "/", spec.block[0]);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = resident_clusters_.find(id); it != resident_clusters_.end()) return it->second;
-  }
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = spec.cluster_x;
-  attr.value.clusterDim.y = 1;
-  attr.value.clusterDim.z = 1;
-  CUlaunchConfig config{};
-  config.gridDimX = spec.cluster_x, config.gridDimY = 1, config.gridDimZ = 1;
-  config.blockDimX = spec.block[0], config.blockDimY = spec.block[1], config.blockDimZ = spec.block[2];
-  config.sharedMemBytes = spec.shared_bytes;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  int clusters = 0;
-  check(api_->occupancy_max_active_clusters(&clusters, static_cast<CUfunction>(fn), &config),
-        str_cat("kernel '", kernel, "': cuOccupancyMaxActiveClusters for clusters of ", spec.cluster_x));
-  const unsigned v = clusters > 0 ? static_cast<unsigned>(clusters) : 0u;
-  std::lock_guard<std::mutex> lock(mu_);
-  resident_clusters_.emplace(id, v);
-  return v;
 }
 
 void Device::encode_map(const TensorMapDesc& d, void* out_bytes, const std::string& what) {

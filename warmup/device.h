@@ -190,9 +190,6 @@ class Device {
   std::unordered_map<std::string, void*> functions_;  // key digest -> CUfunction
   std::unordered_map<std::string, std::shared_ptr<Module>> modules_;  // cubin content digest -> module
   std::atomic<std::int64_t> modules_loaded_{0};
-  // Resident clusters per (CUfunction, cluster size, shared bytes): the persistent clamp.
-  std::unordered_map<std::string, unsigned> resident_clusters_;
-  unsigned resident_clusters(void* fn, const LaunchSpec& spec, const std::string& kernel);
 };
 
 }  // namespace warmkey

@@ -132,14 +132,6 @@ struct LaunchSpec {
   // ends (it waits with griddepcontrol.wait). Set on cards of compute capability 9.0 and newer only;
   // elsewhere the launch is an ordinary one. A launch option, not part of the binary.
   bool programmatic_dependent_launch = false;
-  // Thread-block clusters (compute capability 9.0 and newer): blocks per cluster along x, 1 for
-  // none; grid[0] must be a multiple. A launch option the kernel's code relies on (its cluster
-  // barriers and multicast copies), set by launch_spec with the binary's tile.
-  unsigned cluster_x = 1;
-  // A persistent grid (each block walks tiles by gridDim, so any grid size is correct): a cluster
-  // launch lowers grid[0] to the clusters that can be resident at once (cuOccupancyMaxActiveClusters),
-  // so no cluster waits for another to finish.
-  bool persistent = false;
   std::array<std::int64_t, kMaxConstexprs> constexprs{};
   std::array<std::string_view, kMaxConstexprs> constexpr_names{};
   int num_constexprs = 0;

@@ -82,40 +82,6 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const void* map, unsig
       : "memory");
 }
 
-// The same box written to the same CTA-relative address `dst` in every CTA of the cluster whose bit
-// is set in `mask`, each completing the transaction bytes of its own mbarrier at address `bar`.
-__device__ __forceinline__ void tma_load_3d_multicast(unsigned dst, const void* map, unsigned bar, int x, int y, int z,
-                                                      unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, "
-      "%4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(x), "r"(y), "r"(z), "h"(mask)
-      : "memory");
-}
-
-// ---- clusters -----------------------------------------------------------------------------------
-
-// This block's rank in its cluster.
-__device__ __forceinline__ unsigned cluster_ctarank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster arrives and waits (release / acquire at cluster scope).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-}
-// An arrival on the mbarrier at CTA-relative address `bar` in the cluster's block `rank` (this
-// block's own included), released at cluster scope.
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-
 // ---- wgmma (sm_90a) -----------------------------------------------------------------------------
 
 // The shared-memory matrix descriptor of a K-major tile in the 128-byte swizzle: start address,

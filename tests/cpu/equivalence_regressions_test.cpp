@@ -10,17 +10,14 @@
 
 #include "equivalence/fuzz_oracle.h"
 #include "equivalence/kernel_table.h"
+#include "tests/support/source_tree.h"
 
 namespace warmkey::equivalence {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() {
-  const char* dir = std::getenv("WARMKEY_SOURCE_DIR");
-  // ctest sets WARMKEY_SOURCE_DIR; run by hand, this file's own path leads to the source tree.
-  return dir ? fs::path(dir) : fs::path(__FILE__).parent_path().parent_path().parent_path();
-}
+using test::source_dir;
 
 std::size_t replay_all(const fs::path& root) {
   std::size_t files = 0;

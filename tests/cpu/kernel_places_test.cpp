@@ -33,17 +33,14 @@
 
 #include "equivalence/config_projection.h"
 #include "equivalence/kernel_table.h"
+#include "tests/support/source_tree.h"
 
 namespace warmkey::equivalence {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path source_dir() {
-  const char* dir = std::getenv("WARMKEY_SOURCE_DIR");
-  // ctest sets WARMKEY_SOURCE_DIR; run by hand, this file's own path leads to the source tree.
-  return dir ? fs::path(dir) : fs::path(__FILE__).parent_path().parent_path().parent_path();
-}
+using test::source_dir;
 
 bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
