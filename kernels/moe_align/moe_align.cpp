@@ -16,7 +16,9 @@ constexpr std::string_view kName = "moe_align";
 constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kSmallWarps = 4;
 constexpr std::int64_t kMaxWarps = 32;
-constexpr std::int64_t kCounterInts = 8192;  // 32 KiB of per-warp counters
+constexpr std::int64_t kCounterInts = 8192;        // 32 KiB of per-warp counters
+constexpr std::int64_t kScanWarpSums = 32;         // the block scan's per-warp sums (moe_align.cuh)
+constexpr std::int64_t kEntriesInRegisters = 256;  // a warp's entries kept in registers (8 steps of 32)
 
 // The smallest entry count with the key's warp count (never recomputed from a shape of warmup's
 // own choosing: the shape is searched so that the runtime rule gives the key's value back).
@@ -50,12 +52,17 @@ std::int64_t moe_align_num_warps(std::int64_t numel, std::int64_t num_experts) {
 }
 
 std::int64_t moe_align_shared_bytes(std::int64_t num_warps, std::int64_t num_experts) {
-  return (num_warps * num_experts + 3 * num_experts + 1) * static_cast<std::int64_t>(sizeof(std::int32_t));
+  return (num_warps * num_experts + 3 * num_experts + 1 + kScanWarpSums) *
+         static_cast<std::int64_t>(sizeof(std::int32_t));
 }
 
 // The device template compiles the several-block count only for NUM_WARPS > 4 (moe_align.cuh):
 // 4 warps (numel <= 1024) must always mean one block.
 static_assert(kMoeAlignSingleBlockNumel >= kMoeAlignNumelBoundaries[0], "moe_align: 4-warp keys launch one block");
+// A 4-warp key keeps each warp's entries in registers (moe_align.cuh, NOTES): one block of at most
+// 1024 entries gives each of its 4 warps at most 256.
+static_assert(kMoeAlignNumelBoundaries[0] <= kSmallWarps * kEntriesInRegisters,
+              "moe_align: a 4-warp key's warp owns at most 256 entries");
 
 std::int64_t moe_align_grid(std::int64_t numel) {
   if (numel <= kMoeAlignSingleBlockNumel) return 1;

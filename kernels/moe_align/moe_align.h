@@ -37,11 +37,13 @@ std::int64_t moe_align_max_blocks(std::int64_t numel, std::int64_t num_experts, 
 std::int64_t moe_align_num_warps(std::int64_t numel, std::int64_t num_experts);
 // The numel the heuristic compares against (`numel <= b`): warmup enumerates both sides.
 inline constexpr std::int64_t kMoeAlignNumelBoundaries[] = {1024};
-// Dynamic shared memory of a launch: (NUM_WARPS * E + 3 * E + 1) ints.
+// Dynamic shared memory of a launch: (NUM_WARPS * E + 3 * E + 1 + 32) ints (the rows, which the
+// whole-batch histogram's copies alias, before, total, start and the scan's per-warp sums).
 std::int64_t moe_align_shared_bytes(std::int64_t num_warps, std::int64_t num_experts);
 // Blocks of a launch: 1 up to kMoeAlignSingleBlockNumel entries (the one-block path is fastest for
 // small batches), else ceil(numel / kMoeAlignSingleBlockNumel) up to kMoeAlignMaxBlocks. Every block
-// reads all numel ids (moe_align.cuh, NOTES), so the cap bounds the redundant reads. The grid is a
+// of a several-block grid counts all numel ids (moe_align.cuh, NOTES), so the cap bounds the
+// redundant reads. The grid is a
 // launch dimension, not a key field: one binary serves every grid.
 inline constexpr std::int64_t kMoeAlignSingleBlockNumel = 2048;
 inline constexpr std::int64_t kMoeAlignMaxBlocks = 32;
