@@ -13,6 +13,13 @@
 
 namespace warmkey {
 
+// How the runtime call launches, beside what the Args decide (none of it reaches a key).
+struct LaunchOptions {
+  // Programmatic dependent launch, for kernels whose device code waits for its prerequisites
+  // (KernelDef::pdl_wait); ignored for the others. Decode layers chain their steps this way.
+  bool pdl = false;
+};
+
 // The type-erased face of a kernel that the registry, orchestrator and CLI see.
 class Kernel {
  public:
@@ -60,10 +67,11 @@ class Contract : public Kernel {
   void compile(const CompileKey& key, JitRuntime& rt) const { rt.get(warmup_bound_key(key), Phase::warmup); }
 
   // The runtime call: validate, launch_spec, bind, cached lookup (monitored), launch.
-  void operator()(const Args& args, JitRuntime& rt, Stream stream = nullptr) const {
+  void operator()(const Args& args, JitRuntime& rt, Stream stream = nullptr, LaunchOptions options = {}) const {
     validate(args);
     LaunchSpec spec = launch_spec(args);
     if (spec.skip) return;
+    if (options.pdl && def().pdl_wait) spec.programmatic_dependent_launch = true;
     rt.launch(bind(def(), spec), spec, stream);
   }
 };

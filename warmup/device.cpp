@@ -49,6 +49,7 @@ struct Device::Api {
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*stream_wait_event)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*stream_begin_capture)(CUstream, CUstreamCaptureMode) = nullptr;
   CUresult (*stream_end_capture)(CUstream, CUgraph*) = nullptr;
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
@@ -120,6 +121,7 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.event_synchronize, {"cuEventSynchronize"});
   resolve(lib, &a.event_elapsed_time, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
   resolve(lib, &a.event_destroy, {"cuEventDestroy_v2"});
+  resolve(lib, &a.stream_wait_event, {"cuStreamWaitEvent"});
 }
 
 // Kernel arguments in the layout cuLaunchKernel reads: one 8-byte slot per parameter.
@@ -611,6 +613,30 @@ void Device::destroy_stream(Stream s) {
   if (s == nullptr) return;
   make_current();
   check(api_->stream_destroy(static_cast<CUstream>(s)), "cuStreamDestroy");
+}
+
+void* Device::create_event() {
+  require();
+  make_current();
+  CUevent e = nullptr;
+  check(api_->event_create(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  return e;
+}
+
+void Device::destroy_event(void* event) noexcept {
+  if (event != nullptr && api_ && api_->event_destroy) api_->event_destroy(static_cast<CUevent>(event));
+}
+
+void Device::record(void* event, Stream stream) {
+  require();
+  make_current();
+  check(api_->event_record(static_cast<CUevent>(event), static_cast<CUstream>(stream)), "cuEventRecord");
+}
+
+void Device::wait(Stream stream, void* event) {
+  require();
+  make_current();
+  check(api_->stream_wait_event(static_cast<CUstream>(stream), static_cast<CUevent>(event), 0), "cuStreamWaitEvent");
 }
 
 void* Device::record_event(Stream stream) {

@@ -127,6 +127,13 @@ class Device {
   void synchronize(Stream stream = nullptr);
   Stream create_stream();
   void destroy_stream(Stream s);
+  // Events that order two streams (timing disabled): record queues the event on `stream`, wait
+  // makes `stream` wait for the event's last recording (cuStreamWaitEvent). Inside a capture they
+  // are the graph's fork and join edges. Prefer ScopedEvent, which destroys its event.
+  void* create_event();
+  void destroy_event(void* event) noexcept;
+  void record(void* event, Stream stream);
+  void wait(Stream stream, void* event);
   // Elapsed milliseconds of fn's device work on stream, measured with events.
   template <class Fn>
   float time_ms(Stream stream, Fn&& fn) {
@@ -190,6 +197,42 @@ class Device {
   std::unordered_map<std::string, void*> functions_;  // key digest -> CUfunction
   std::unordered_map<std::string, std::shared_ptr<Module>> modules_;  // cubin content digest -> module
   std::atomic<std::int64_t> modules_loaded_{0};
+};
+
+// A stream of the device's own (cuStreamCreate), destroyed with the object: what a CUDA-graph
+// capture needs (the default stream cannot be captured) and what a second lane of work runs on.
+class ScopedStream {
+ public:
+  explicit ScopedStream(Device& dev) : dev_(&dev), stream_(dev.create_stream()) {}
+  ~ScopedStream() {
+    try {
+      dev_->destroy_stream(stream_);
+    } catch (...) {  // a destructor never throws; the driver's error was reported by the work that failed
+    }
+  }
+  ScopedStream(const ScopedStream&) = delete;
+  ScopedStream& operator=(const ScopedStream&) = delete;
+  Stream get() const { return stream_; }
+
+ private:
+  Device* dev_;
+  Stream stream_;
+};
+
+// An event for ordering streams (Device::create_event), destroyed with the object.
+class ScopedEvent {
+ public:
+  explicit ScopedEvent(Device& dev) : dev_(&dev), event_(dev.create_event()) {}
+  ~ScopedEvent() { dev_->destroy_event(event_); }
+  ScopedEvent(const ScopedEvent&) = delete;
+  ScopedEvent& operator=(const ScopedEvent&) = delete;
+  void record(Stream stream) { dev_->record(event_, stream); }
+  // `stream` waits for this event's last recording.
+  void wait_on(Stream stream) const { dev_->wait(stream, event_); }
+
+ private:
+  Device* dev_;
+  void* event_;
 };
 
 }  // namespace warmkey

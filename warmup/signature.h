@@ -88,9 +88,21 @@ struct KernelDef {
   // "{block=any}"); the launch itself uses the LaunchSpec's block, and the CompileKey keeps the field
   // that chose it. Like a fold, it must be shown by GPU tests at every block size the key space launches.
   bool block_at_run_time = false;
+  // The device code runs griddepcontrol.wait before it touches global memory, in every binary of
+  // the kernel: a launch may then ask for programmatic dependent launch (LaunchOptions::pdl,
+  // warmup/contract.h) and start while the kernel before it on the stream finishes. A launch of a
+  // kernel without it is always an ordinary one (the request is ignored), since its first reads
+  // could see its predecessor's unfinished writes. A test reads every such kernel's source.
+  bool pdl_wait = false;
 
   int param_index(std::string_view param_name) const;  // -1 when absent
 };
+
+// def with KernelDef::pdl_wait set: `static const KernelDef def = with_pdl_wait({...});`.
+inline KernelDef with_pdl_wait(KernelDef def) {
+  def.pdl_wait = true;
+  return def;
+}
 
 // What a tensor map describes (cuTensorMapEncodeTiled's arguments): a tiled view of `tensor`'s
 // memory, dimension 0 innermost. Encoded by Device at launch; a launch whose kernel will not read

@@ -26,14 +26,14 @@ const KernelDef& ComputeIdentity::kernel_def() {
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
-  static const KernelDef def{
+  static const KernelDef def = with_pdl_wait(KernelDef{
       std::string(kName),
       "compute_identity/compute_identity.cuh",
       "compute_identity_kernel",
       {{"TOP_K"}, {"BLOCK"}},
       {in("x"), in("topk_ids", kNoSpec), in("topk_weights", kNoSpec), out("out"), integer("num_tokens", kNoAlign),
        integer("hidden"), integer("first_identity", kNoSpec), integer("num_identity", kNoSpec)},
-      &kernel_sources()};
+      &kernel_sources()});
   return def;
 }
 

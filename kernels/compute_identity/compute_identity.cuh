@@ -21,6 +21,7 @@ __global__ void __launch_bounds__(S::BLOCK)
                             const typename S::topk_weights_t* topk_weights, typename S::out_t* out,
                             typename S::num_tokens_t num_tokens, typename S::hidden_t hidden,
                             typename S::first_identity_t first_identity, typename S::num_identity_t num_identity) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   using x_t = typename S::x_t;
   constexpr int kTopK = static_cast<int>(S::TOP_K);
   constexpr int kVec = wk::kVec16<x_t>;

@@ -201,4 +201,30 @@ __device__ __forceinline__ void load_indices_aligned(const T* p, long long (&out
 template <class T>
 inline constexpr int kVec16 = 16 / static_cast<int>(sizeof(T));
 
+// Programmatic dependent launch (sm_90+). wait: block until the grids this launch depends on have
+// completed and flushed their memory; without the launch attribute it returns at once.
+// launch_dependents: allow the next grid in the stream to start its prologue early (that grid's
+// own wait keeps it from reading this one's output too soon).
+template <bool Enabled>
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (Enabled) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <bool Enabled>
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (Enabled) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The entry of a kernel whose KernelDef sets pdl_wait (warmup/signature.h): the wait comes before
+// any global memory access, so a launch with programmatic dependent launch is as ordered as a plain
+// one; the successor is let in at once, and its own wait orders it after this grid.
+__device__ __forceinline__ void pdl_entry() {
+  pdl_wait<true>();
+  pdl_launch_dependents<true>();
+}
+
 }  // namespace wk

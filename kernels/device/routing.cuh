@@ -64,21 +64,4 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Programmatic dependent launch (sm_90+). wait: block until the grids this launch depends on have
-// completed and flushed their memory; without the launch attribute it returns at once.
-// launch_dependents: allow the next grid in the stream to start its prologue early.
-template <bool Enabled>
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (Enabled) asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-template <bool Enabled>
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (Enabled) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 }  // namespace wk

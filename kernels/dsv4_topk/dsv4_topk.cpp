@@ -59,21 +59,21 @@ const KernelDef& Dsv4Topk::kernel_def() {
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
-  static const KernelDef def{
-      std::string(kName),
-      "dsv4_topk/dsv4_topk.cuh",
-      "dsv4_topk_kernel",
-      // has_padding is a key field but no template parameter: every binary checks t < num_unpadded
-      // (num_tokens when no count is given, so the check never fires): dsv4-flash 14 -> 7 compiles.
-      {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"RENORMALIZE"}},
-      // logits: the staging loop tests the row start's alignment at run time (dsv4_topk.cuh), so
-      // logits_aligned is a CompileKey field that no JitKey needs (it replaces the conditional fold
-      // of hash-only keys, whose rows never stage): dsv4-flash 7 -> 4 compiles.
-      {in("logits", kNoAlign), in("bias", kNoAlign), in("bias_vl", kNoAlign), in("input_ids", kNoAlign),
-       in("tid2eid", kNoAlign), out("weights", kNoAlign), out("ids", kNoAlign), integer("num_tokens", kNoSpec),
-       integer("logits_stride", kNoSpec), integer("sentinel_lo"), integer("vocab_size", kNoSpec),
-       integer("num_unpadded", kNoSpec), floating("routed_scaling_factor")},
-      &kernel_sources()};
+  static const KernelDef def = with_pdl_wait(
+      KernelDef{std::string(kName),
+                "dsv4_topk/dsv4_topk.cuh",
+                "dsv4_topk_kernel",
+                // has_padding is a key field but no template parameter: every binary checks t < num_unpadded
+                // (num_tokens when no count is given, so the check never fires): dsv4-flash 14 -> 7 compiles.
+                {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"RENORMALIZE"}},
+                // logits: the staging loop tests the row start's alignment at run time (dsv4_topk.cuh), so
+                // logits_aligned is a CompileKey field that no JitKey needs (it replaces the conditional fold
+                // of hash-only keys, whose rows never stage): dsv4-flash 7 -> 4 compiles.
+                {in("logits", kNoAlign), in("bias", kNoAlign), in("bias_vl", kNoAlign), in("input_ids", kNoAlign),
+                 in("tid2eid", kNoAlign), out("weights", kNoAlign), out("ids", kNoAlign),
+                 integer("num_tokens", kNoSpec), integer("logits_stride", kNoSpec), integer("sentinel_lo"),
+                 integer("vocab_size", kNoSpec), integer("num_unpadded", kNoSpec), floating("routed_scaling_factor")},
+                &kernel_sources()});
   return def;
 }
 

@@ -56,15 +56,15 @@ const KernelDef& EplbMap::kernel_def() {
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
-  static const KernelDef def{
-      std::string(kName),
-      "eplb_map/eplb_map.cuh",
-      "eplb_map_kernel",
-      {{"BLOCK_SIZE"}, {"HAS_NUM_UNPADDED"}},
-      {in("ids", kNoAlign), in("replica_count", kNoAlign), in("l2p", kNoAlign), in("record", kNoAlign),
-       out("load", kNoAlign), out("out", kNoAlign), integer("numel", kNoSpec), integer("top_k", kNoSpec),
-       integer("num_logical"), integer("slots"), integer("num_physical"), integer("num_unpadded", kNoSpec)},
-      &kernel_sources()};
+  static const KernelDef def = with_pdl_wait(
+      KernelDef{std::string(kName),
+                "eplb_map/eplb_map.cuh",
+                "eplb_map_kernel",
+                {{"BLOCK_SIZE"}, {"HAS_NUM_UNPADDED"}},
+                {in("ids", kNoAlign), in("replica_count", kNoAlign), in("l2p", kNoAlign), in("record", kNoAlign),
+                 out("load", kNoAlign), out("out", kNoAlign), integer("numel", kNoSpec), integer("top_k", kNoSpec),
+                 integer("num_logical"), integer("slots"), integer("num_physical"), integer("num_unpadded", kNoSpec)},
+                &kernel_sources()});
   return def;
 }
 

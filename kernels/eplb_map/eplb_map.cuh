@@ -24,6 +24,7 @@ __global__ void __launch_bounds__(S::BLOCK_SIZE)
                     typename S::out_t* out, typename S::numel_t numel, typename S::top_k_t top_k,
                     typename S::num_logical_t num_logical, typename S::slots_t slots,
                     typename S::num_physical_t num_physical, typename S::num_unpadded_t num_unpadded) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   constexpr int kThreads = static_cast<int>(S::BLOCK_SIZE);
   static_assert(wk::same_type<typename S::replica_count_t, long long>::value, "eplb_map: replica_count must be i64");
   static_assert(wk::same_type<typename S::l2p_t, long long>::value, "eplb_map: l2p must be i64");

@@ -40,15 +40,16 @@ const KernelDef& Fp8Quant::kernel_def() {
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
-  static const KernelDef def{std::string(kName),
-                             "fp8_quant/fp8_quant.cuh",
-                             "fp8_quant_kernel",
-                             {{"GROUP"}, {"BLOCK"}},
-                             // x and x_stride are specialised (Triton's rules): their 'D' facts pick
-                             // the vector or the scalar body, one binary each.
-                             {in("x"), out("q", kNoSpec), out("scale", kNoSpec), integer("num_rows", kNoSpec),
-                              integer("num_cols", kNoSpec), integer("x_stride")},
-                             &kernel_sources()};
+  static const KernelDef def =
+      with_pdl_wait(KernelDef{std::string(kName),
+                              "fp8_quant/fp8_quant.cuh",
+                              "fp8_quant_kernel",
+                              {{"GROUP"}, {"BLOCK"}},
+                              // x and x_stride are specialised (Triton's rules): their 'D' facts pick
+                              // the vector or the scalar body, one binary each.
+                              {in("x"), out("q", kNoSpec), out("scale", kNoSpec), integer("num_rows", kNoSpec),
+                               integer("num_cols", kNoSpec), integer("x_stride")},
+                              &kernel_sources()});
   return def;
 }
 

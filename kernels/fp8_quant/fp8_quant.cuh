@@ -43,6 +43,7 @@ __global__ void __launch_bounds__(S::BLOCK)
     fp8_quant_kernel(const typename S::x_t* x, typename S::q_t* q, typename S::scale_t* scale,
                      typename S::num_rows_t num_rows, typename S::num_cols_t num_cols,
                      typename S::x_stride_t x_stride) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   using in_t = typename S::x_t;
   constexpr int kVec = wk::kVec16<in_t>;
   constexpr int kGroup = S::GROUP;

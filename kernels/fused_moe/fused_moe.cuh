@@ -488,6 +488,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, 1)
                      typename S::stride_bn_t stride_bn, typename S::stride_cm_t stride_cm,
                      typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
                      typename S::top_k_t top_k_arg, const __grid_constant__ typename S::b_map_t b_map) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   if constexpr (S::WARPS == 12)
     fused_moe_ws<S>(a, b, c, bias, a_scale, b_scale, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
                     em, num_valid, num_experts, stride_am, stride_cm, stride_bias, size_n, size_k, top_k_arg, b_map);

@@ -60,7 +60,7 @@ const KernelDef& MoeMulSum::kernel_def() {
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
-  static const KernelDef def{
+  static const KernelDef def = with_pdl_wait(KernelDef{
       std::string(kName),
       "moe_mul_sum/moe_mul_sum.cuh",
       "moe_mul_sum_kernel",
@@ -69,7 +69,7 @@ const KernelDef& MoeMulSum::kernel_def() {
       // (moe_mul_sum.cuh), so it leaves the JitKey: dsv4-flash 16 -> 4 compiles.
       {in("x", kNoAlign), in("weights", kNoSpec), in("topk_ids", kNoSpec), in("expert_map", kNoSpec),
        out("out", kNoAlign), integer("num_tokens", kNoAlign), integer("hidden"), integer("num_experts", kNoSpec)},
-      &kernel_sources()};
+      &kernel_sources()});
   return def;
 }
 

@@ -77,6 +77,7 @@ __global__ void moe_mul_sum_kernel(const typename S::x_t* x, const typename S::w
                                    const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
                                    typename S::out_t* out, typename S::num_tokens_t num_tokens,
                                    typename S::hidden_t hidden, typename S::num_experts_t num_experts) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   constexpr int kVec = wk::kVec16<typename S::x_t>;
   constexpr bool kRowsAligned16 = S::hidden_class == 16;
   static_assert(S::BLOCK_K % kVec == 0, "BLOCK_K must be a whole number of vectors");

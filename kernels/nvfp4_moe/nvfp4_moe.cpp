@@ -80,17 +80,17 @@ const KernelDef& Nvfp4Moe::kernel_def() {
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
-  static const KernelDef def{
-      std::string(kName),
-      "nvfp4_moe/nvfp4_moe.cuh",
-      "nvfp4_moe_kernel",
-      {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
-      {in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec), out("c", kNoAlign),
-       in("bias", kNoSpec), in("topk_weights", kNoSpec), in("sorted_token_ids", kNoSpec), in("expert_ids", kNoSpec),
-       in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign), integer("num_valid", kNoAlign),
-       integer("num_experts", kNoSpec), integer("stride_am", kNoSpec), integer("stride_cm", kNoSpec),
-       integer("stride_bias", kNoSpec)},
-      &kernel_sources()};
+  static const KernelDef def = with_pdl_wait(
+      KernelDef{std::string(kName),
+                "nvfp4_moe/nvfp4_moe.cuh",
+                "nvfp4_moe_kernel",
+                {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
+                {in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec), out("c", kNoAlign),
+                 in("bias", kNoSpec), in("topk_weights", kNoSpec), in("sorted_token_ids", kNoSpec),
+                 in("expert_ids", kNoSpec), in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign),
+                 integer("num_valid", kNoAlign), integer("num_experts", kNoSpec), integer("stride_am", kNoSpec),
+                 integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec)},
+                &kernel_sources()});
   return def;
 }
 

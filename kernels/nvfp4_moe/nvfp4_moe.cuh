@@ -103,6 +103,7 @@ __global__ void __launch_bounds__(32 * S::WARPS)
                      typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
                      typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm,
                      typename S::stride_bias_t stride_bias) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   using T = typename S::a_t;
   using out_t = typename S::c_t;
   constexpr int kN = static_cast<int>(S::N);

@@ -38,16 +38,16 @@ const KernelDef& SwigluLimit::kernel_def() {
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
-  static const KernelDef def{
-      std::string(kName),
-      "swiglu_limit/swiglu_limit.cuh",
-      "swiglu_limit_kernel",
-      {{"HAS_LIMIT"}, {"BLOCK"}},
-      // input and out: their alignment is a CompileKey field tested at run time by every binary
-      // (swiglu_limit.cuh), so it leaves the JitKey: dsv4-flash 4 -> 1 compile.
-      {in("input", kNoAlign), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out", kNoAlign),
-       integer("num_rows", kNoAlign), integer("inter"), integer("num_experts", kNoSpec), floating("limit")},
-      &kernel_sources()};
+  static const KernelDef def = with_pdl_wait(
+      KernelDef{std::string(kName),
+                "swiglu_limit/swiglu_limit.cuh",
+                "swiglu_limit_kernel",
+                {{"HAS_LIMIT"}, {"BLOCK"}},
+                // input and out: their alignment is a CompileKey field tested at run time by every binary
+                // (swiglu_limit.cuh), so it leaves the JitKey: dsv4-flash 4 -> 1 compile.
+                {in("input", kNoAlign), in("topk_ids", kNoSpec), in("expert_map", kNoSpec), out("out", kNoAlign),
+                 integer("num_rows", kNoAlign), integer("inter"), integer("num_experts", kNoSpec), floating("limit")},
+                &kernel_sources()});
   return def;
 }
 

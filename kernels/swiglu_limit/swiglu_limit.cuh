@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(S::BLOCK)
                         const typename S::expert_map_t* expert_map, typename S::out_t* out,
                         typename S::num_rows_t num_rows, typename S::inter_t inter,
                         typename S::num_experts_t num_experts, typename S::limit_t limit) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   constexpr int kVec = wk::kVec16<typename S::input_t>;
   constexpr bool kRowsAligned16 = S::inter_class == 16;
   constexpr bool kHasMap = !S::expert_map_none;

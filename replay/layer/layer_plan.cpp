@@ -159,6 +159,7 @@ std::vector<LayerBuffer> layer_buffers(const ModelConfig& c, LayerBackend backen
   if (is > 0) {
     out.push_back({"shared_w13", act, {2 * is, h}, BufferInit::random});
     out.push_back({"shared_w2", act, {h, is}, BufferInit::random});
+    if (b.decode) out.push_back({"shared_out", act, {t, h}, BufferInit::none});  // lane 1's W2 output
   }
   if (backend == LayerBackend::fp8) {
     const DType sd = c.fp8_scale_dtype;
@@ -329,6 +330,7 @@ class Planner {
       op.n = 2 * is;
       op.k = h;
       plain("shared_w13", op, "the shared expert's gate/up: a dense GEMM into the tail rows of gate_up");
+      if (b.decode) on_lane_1();
     }
     SwigluLimitArgs sw;
     const std::int64_t rows = t * k + (is > 0 ? t : 0);
@@ -339,6 +341,13 @@ class Planner {
     if (ep) sw.expert_map = view("expert_map", {p});
     sw.limit = c_.swiglu_limit;
     jit("swiglu", sw, str_cat(t * k, " routed rows", is > 0 ? str_cat(" + ", t, " shared rows") : std::string()));
+    const bool side = b.decode && is > 0;
+    if (side) {
+      plan_.steps.back().after = {"shared_w13"};
+      plain("shared_w2", shared_w2_op(false), "the shared expert's down GEMM into shared_out, beside W2 and mul_sum");
+      on_lane_1();
+      plan_.steps.back().after = {"swiglu"};
+    }
     if (fp8) jit("quant_act", quant("act", "act_q", "act_scale", t * k, i), str_cat(t * k, " routed rows"));
     jit("w2", w2, str_cat("N=", h, " K=", i, " top_k=1, routed weight", plan_.naive ? ", naive" : ", sorted"));
 
@@ -361,22 +370,54 @@ class Planner {
       op.n = h;
       plain("add_identity", op, "out += the zero-compute experts' share");
     }
-    if (is > 0) {
+    if (side) {
       PlainOp op;
-      op.kind = PlainOp::Kind::gemm;
-      op.a = "act";
-      op.a_offset = t * k * i;
-      op.b = "shared_w2";
+      op.kind = PlainOp::Kind::add;
+      op.a = "shared_out";
       op.c = "out";
       op.m = t;
       op.n = h;
-      op.k = is;
-      op.accumulate = true;
-      plain("shared_w2", op, "the shared expert's down GEMM, accumulated into out");
+      plain("add_shared", op, "out += shared_out (the shared expert's lane joins)");
+      plan_.steps.back().after = {"shared_w2"};
+    } else if (is > 0) {
+      plain("shared_w2", shared_w2_op(true), "the shared expert's down GEMM, accumulated into out");
     }
+    if (b.decode) mark_pdl();
   }
 
  private:
+  void on_lane_1() { plan_.steps.back().lane = 1; }
+
+  // out (+)= act[T*K:, :] * shared_w2^T; lane 1 writes shared_out instead.
+  PlainOp shared_w2_op(bool into_out) const {
+    const std::int64_t t = plan_.batch.num_tokens, k = c_.num_experts_per_tok;
+    PlainOp op;
+    op.kind = PlainOp::Kind::gemm;
+    op.a = "act";
+    op.a_offset = t * k * c_.moe_intermediate_size;
+    op.b = "shared_w2";
+    op.c = into_out ? "out" : "shared_out";
+    op.m = t;
+    op.n = c_.hidden_size;
+    op.k = shared_inter(c_);
+    op.accumulate = into_out;
+    return op;
+  }
+
+  // Programmatic dependent launch for each JIT step whose kernel waits on the device and whose
+  // predecessor on its lane is a JIT step, unless it waits for the other lane (an event wait
+  // between the two launches).
+  void mark_pdl() {
+    const LayerStep* last[2] = {nullptr, nullptr};
+    for (LayerStep& s : plan_.steps) {
+      const LayerStep* prev = last[s.lane];
+      if (s.args && prev != nullptr && prev->args && s.after.empty()) {
+        s.pdl = visit_contract(*s.args, [](const auto& contract, const auto&) { return contract.def().pdl_wait; });
+      }
+      last[s.lane] = &s;
+    }
+  }
+
   FusedMoeArgs gemm_args(bool w13, bool fp8) {
     const LayerBatch& b = plan_.batch;
     const std::int64_t t = b.num_tokens, k = c_.num_experts_per_tok, h = c_.hidden_size, i = c_.moe_intermediate_size;
@@ -467,13 +508,21 @@ LayerPlan plan_layer(const ModelConfig& config, LayerBackend backend, const Laye
   return plan;
 }
 
+bool LayerPlan::lanes() const {
+  return std::any_of(steps.begin(), steps.end(), [](const LayerStep& s) { return s.lane != 0; });
+}
+
 std::string LayerPlan::to_text() const {
   std::ostringstream os;
   os << "layer plan: config " << config.name << ", backend " << backend_name(backend) << ", " << batch.to_string()
      << (naive ? ", naive layout" : ", sorted layout") << "\n";
   int n = 0;
   for (const LayerStep& s : steps) {
-    os << "  " << ++n << ". " << s.name << "  [" << s.kernel << "]  " << s.note << "\n";
+    os << "  " << ++n << ". " << s.name << "  [" << s.kernel << "]  " << s.note;
+    if (s.lane != 0) os << "  (lane " << s.lane << ")";
+    for (const std::string& a : s.after) os << "  (after " << a << ")";
+    if (s.pdl) os << "  (PDL)";
+    os << "\n";
     if (s.args) {
       os << "       "
          << visit_contract(*s.args, [](const auto& contract, const auto& a) { return contract.describe(a); }) << "\n";

@@ -31,6 +31,14 @@
 //   add_identity      out += identity_out (plain elementwise add)
 //   shared_w2         out += act[T*K:, :] * shared_w2^T (plain dense GEMM accumulating into out)
 //
+// Decode plans run the shared expert on a second lane (a stream of its own in the runner, a
+// parallel branch of the CUDA graph), beside the routed path: shared_w13 from the layer's start,
+// swiglu after it (the one launch for both), then shared_w2 into shared_out [T, H] while W2 and
+// mul_sum run, and a last step add_shared (out += shared_out, after shared_w2). The JIT steps of a
+// decode plan that follow another JIT step on their lane, with no wait on the other lane, launch
+// with programmatic dependent launch (their kernels wait on the device: KernelDef::pdl_wait). The
+// list order stays one valid sequential order: one stream may run the steps as listed.
+//
 // The shared expert is a plain path: dense GEMMs (cuBLAS in an engine, in bench/bench_moe_layer and
 // in the runner's glue), not fused_moe with one expert: fused_moe's warmup lists the routed GEMMs'
 // keys only (TOP_K = K for W13), so a one-expert fused_moe would compile at runtime. Its SwiGLU
@@ -143,11 +151,14 @@ struct PlainOp {
 };
 
 struct LayerStep {
-  std::string name;               // "router", "w13", ... (the list in this header)
-  std::string kernel;             // the JIT kernel's name, or "plain"
-  std::optional<LayerArgs> args;  // JIT steps
-  std::optional<PlainOp> plain;   // plain steps
-  std::string note;               // one line: what the step does in this batch
+  std::string name;                // "router", "w13", ... (the list in this header)
+  std::string kernel;              // the JIT kernel's name, or "plain"
+  std::optional<LayerArgs> args;   // JIT steps
+  std::optional<PlainOp> plain;    // plain steps
+  std::string note;                // one line: what the step does in this batch
+  int lane = 0;                    // 0: the routed path; 1: the shared expert beside it (decode plans)
+  std::vector<std::string> after;  // steps of the other lane this one waits for (they come earlier in the list)
+  bool pdl = false;                // launched with programmatic dependent launch (see above)
   bool jit() const { return args.has_value(); }
 };
 
@@ -158,6 +169,7 @@ struct LayerPlan {
   std::vector<LayerBuffer> buffers;
   std::vector<LayerStep> steps;
   bool naive = false;  // fused_moe's naive layout (no moe_align)
+  bool lanes() const;  // whether a step runs on lane 1
   const LayerBuffer& buffer(std::string_view name) const;
   // One line per step: name, kernel, the Args' description (contract describe) or the plain op.
   std::string to_text() const;

@@ -361,10 +361,10 @@ void fill_buffers(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& pla
 
 // Queues one step on `stream` (every step is device work: nothing runs on the host).
 void run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev,
-              Stream stream) {
+              Stream stream, LaunchOptions launch = {}) {
   if (s.args) {
     visit_contract(*s.args, [&](const auto& contract, const auto& a) {
-      contract(a, rt, stream);
+      contract(a, rt, stream, launch);
       return 0;
     });
     return;
@@ -388,24 +388,42 @@ void run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& ten
   }
 }
 
-void run_layer_steps(const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev, Stream stream) {
-  for (const LayerStep& s : plan.steps) run_step(s, plan, tensors, rt, dev, stream);
-}
-
-// A stream of the runner's own (CUDA cannot capture the default stream), destroyed on return.
-struct OwnedStream {
-  explicit OwnedStream(Device& d) : dev(d), s(d.create_stream()) {}
-  ~OwnedStream() {
-    try {
-      dev.destroy_stream(s);
-    } catch (...) {  // a failed context already reported its error
-    }
+// Where a plan's steps run: lane 0 on `main`; lane 1 on `side` when the plan has lanes and the run
+// asks for a second stream (else on main, in list order, without events). One event per step the
+// other lane waits for, and a fork (side waits for main's state at the layer's start) and a join
+// (main waits for side's last step) around the layer: inside a capture they are the graph's
+// branch edges. `pdl`: the plan's programmatic dependent launches are used.
+struct Lanes {
+  Lanes(Device& dev, const LayerPlan& plan, Stream main_stream, Stream side_stream, bool use_pdl)
+      : main(main_stream), side(plan.lanes() ? side_stream : nullptr), pdl(use_pdl), fork(dev), join(dev) {
+    for (const LayerStep& s : plan.steps)
+      for (const std::string& a : s.after) done.try_emplace(a, std::make_unique<ScopedEvent>(dev));
   }
-  OwnedStream(const OwnedStream&) = delete;
-  OwnedStream& operator=(const OwnedStream&) = delete;
-  Device& dev;
-  Stream s;
+  Stream main, side;
+  bool pdl;
+  ScopedEvent fork, join;
+  std::map<std::string, std::unique_ptr<ScopedEvent>> done;
 };
+
+void run_layer_steps(const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev, Lanes& l) {
+  const bool two = l.side != nullptr;
+  if (two) {
+    l.fork.record(l.main);
+    l.fork.wait_on(l.side);
+  }
+  for (const LayerStep& s : plan.steps) {
+    const Stream stream = two && s.lane == 1 ? l.side : l.main;
+    if (two)
+      for (const std::string& a : s.after) l.done.at(a)->wait_on(stream);
+    run_step(s, plan, tensors, rt, dev, stream, LaunchOptions{l.pdl && s.pdl});
+    if (two)
+      if (auto it = l.done.find(s.name); it != l.done.end()) it->second->record(stream);
+  }
+  if (two) {
+    l.join.record(l.side);
+    l.join.wait_on(l.main);
+  }
+}
 
 std::vector<std::int64_t> sample_rows(const LayerBatch& b, std::int64_t n) {
   std::vector<std::int64_t> rows;
@@ -457,15 +475,16 @@ void compare(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, co
 // NaN and checked against the reference like the eager run, then timed. The counters before and
 // after the capture are the proof: no compile, no module load, no refusal.
 void capture_and_replay(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& plan, const Model& m,
-                        const Inputs& x, JitRuntime& rt, const LayerRunOptions& o, Stream stream, LayerRunRow& row,
+                        const Inputs& x, JitRuntime& rt, const LayerRunOptions& o, Lanes& lanes, LayerRunRow& row,
                         LayerRunReport& report) {
+  const Stream stream = lanes.main;
   LayerGraphRow& g = row.graph;
   const CaptureScope::Refusals r0 = CaptureScope::refusals();
   const std::int64_t compiles0 = rt.monitor().counters(Phase::runtime).compiles;
   const std::int64_t modules0 = dev.modules_loaded();
   Graph graph;
   try {
-    graph = dev.capture(stream, [&] { run_layer_steps(plan, tensors, rt, dev, stream); });
+    graph = dev.capture(stream, [&] { run_layer_steps(plan, tensors, rt, dev, lanes); });
   } catch (const CaptureMissError& e) {
     g.error = e.what();
   }
@@ -489,6 +508,21 @@ void capture_and_replay(Device& dev, DeviceLayerTensors& tensors, const LayerPla
   g.mismatches = check.mismatches + (check.ids_match ? 0 : 1);
   g.first_mismatch = check.ids_match ? check.first_mismatch : "routed ids differ from the reference";
   for (int it = 0; it < o.iterations; ++it) g.ms += dev.time_ms(stream, [&] { graph.launch(stream); }) / o.iterations;
+
+  // What each part of the scheduling brings: the layer captured again without the programmatic
+  // dependent launches, and on one stream without them, each timed like the graph above (the
+  // GPU tests check both schedules' results: tests/gpu/moe_layer_gpu_test.cpp).
+  auto time_variant = [&](Stream side, bool pdl) {
+    Lanes variant(dev, plan, stream, side, pdl);
+    Graph v = dev.capture(stream, [&] { run_layer_steps(plan, tensors, rt, dev, variant); });
+    double ms = 0;
+    v.launch(stream);
+    dev.synchronize(stream);
+    for (int it = 0; it < o.iterations; ++it) ms += dev.time_ms(stream, [&] { v.launch(stream); }) / o.iterations;
+    return ms;
+  };
+  if (lanes.pdl) g.no_pdl_ms = time_variant(lanes.side, false);
+  if (lanes.pdl || lanes.side != nullptr) g.one_stream_ms = time_variant(nullptr, false);
 }
 
 // The experts the batch really routed to: the T*K ids the grouped GEMMs read (physical after
@@ -587,7 +621,8 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
   report.compiled = ws.compiled;
   log("weights: generating on the host (seeded), uploading");
   const Model model = make_model(c, o.backend, o.seed);
-  OwnedStream stream(dev);
+  ScopedStream main_stream(dev), side_stream(dev);
+  const Stream stream = main_stream.get();
   for (const LayerBatch& b : batches) {
     log(str_cat("layer: ", b.to_string()));
     DeviceLayerTensors tensors(dev);
@@ -599,22 +634,23 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
     row.decode = b.decode;
     row.naive = plan.naive;
     for (const LayerStep& s : plan.steps) row.steps.push_back({s.name, s.kernel, 0});
+    Lanes lanes(dev, plan, stream, o.side_stream ? side_stream.get() : nullptr, o.pdl);
     try {
-      run_layer_steps(plan, tensors, rt, dev, stream.s);  // the checked run
-      dev.synchronize(stream.s);
+      run_layer_steps(plan, tensors, rt, dev, lanes);  // the checked run
+      dev.synchronize(stream);
       compare(dev, tensors, plan, model, x, o.check_tokens, row);
       for (int it = 0; it < o.iterations; ++it) {
         for (std::size_t i = 0; i < plan.steps.size(); ++i)
           row.steps[i].ms +=
-              dev.time_ms(stream.s, [&] { run_step(plan.steps[i], plan, tensors, rt, dev, stream.s); }) / o.iterations;
+              dev.time_ms(stream, [&] { run_step(plan.steps[i], plan, tensors, rt, dev, stream); }) / o.iterations;
       }
-      // The whole layer launched eagerly, step after step with no sync between: what the graph
-      // replaces (the per-step times above each pay one launch without overlap).
+      // The whole layer launched eagerly, step after step with no sync between (both lanes, and
+      // the programmatic dependent launches): what the graph replaces (the per-step times above
+      // each pay one launch without overlap).
       for (int it = 0; it < o.iterations; ++it)
-        row.eager_ms +=
-            dev.time_ms(stream.s, [&] { run_layer_steps(plan, tensors, rt, dev, stream.s); }) / o.iterations;
-      if (b.decode && o.graphs) capture_and_replay(dev, tensors, plan, model, x, rt, o, stream.s, row, report);
-      dev.synchronize(stream.s);
+        row.eager_ms += dev.time_ms(stream, [&] { run_layer_steps(plan, tensors, rt, dev, lanes); }) / o.iterations;
+      if (b.decode && o.graphs) capture_and_replay(dev, tensors, plan, model, x, rt, o, lanes, row, report);
+      dev.synchronize(stream);
     } catch (const RuntimeCompileError& e) {  // CaptureMissError included: a miss refused inside the capture
       ++report.runtime_compiles;
       row.first_mismatch = e.what();
@@ -679,6 +715,10 @@ std::string LayerRunReport::to_text() const {
       }
       os << "; capture: " << g.compiles << " compiles, " << g.module_loads << " module loads, " << g.refusals
          << " refusals; replay checked " << g.checked << " outputs, worst " << g.worst;
+      if (g.no_pdl_ms > 0) os << "\n    graph without PDL " << g.no_pdl_ms << " ms (" << g.no_pdl_ms / g.ms << "x)";
+      if (g.one_stream_ms > 0)
+        os << (g.no_pdl_ms > 0 ? "; " : "\n    ") << "on one stream without PDL " << g.one_stream_ms << " ms ("
+           << g.one_stream_ms / g.ms << "x)";
       if (g.mismatches) os << "\n    graph replay: " << g.mismatches << " mismatches; first: " << g.first_mismatch;
     }
     if (!g.error.empty()) os << "\n    capture refused: " << g.error;
@@ -732,10 +772,19 @@ nlohmann::json LayerRunReport::to_json() const {
     }
     if (r.graph.captured || !r.graph.error.empty()) {
       const LayerGraphRow& g = r.graph;
-      jr["graph"] = {
-          {"captured", g.captured},         {"nodes", g.nodes},       {"ms", g.ms},           {"compiles", g.compiles},
-          {"module_loads", g.module_loads}, {"refusals", g.refusals}, {"checked", g.checked}, {"worst", g.worst},
-          {"mismatches", g.mismatches},     {"achieved", g.achieved}, {"ratio", g.ratio}};
+      jr["graph"] = {{"captured", g.captured},
+                     {"nodes", g.nodes},
+                     {"ms", g.ms},
+                     {"compiles", g.compiles},
+                     {"module_loads", g.module_loads},
+                     {"refusals", g.refusals},
+                     {"checked", g.checked},
+                     {"worst", g.worst},
+                     {"mismatches", g.mismatches},
+                     {"achieved", g.achieved},
+                     {"ratio", g.ratio},
+                     {"no_pdl_ms", g.no_pdl_ms},
+                     {"one_stream_ms", g.one_stream_ms}};
       if (!g.error.empty()) jr["graph"]["error"] = g.error;
       if (!g.first_mismatch.empty()) jr["graph"]["first_mismatch"] = g.first_mismatch;
     }

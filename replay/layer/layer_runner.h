@@ -33,6 +33,8 @@ struct LayerRunOptions {
   std::uint64_t seed = 1;
   int iterations = 10;             // timed repetitions after one checked run
   bool graphs = true;              // decode rows: also capture the layer into a CUDA graph and replay it
+  bool side_stream = true;         // a decode plan's lane 1 on a stream of its own (else in list order)
+  bool pdl = true;                 // the plan's programmatic dependent launches (else plain stream order)
   std::int64_t check_tokens = 16;  // token rows compared with the reference (0: none)
   std::optional<std::filesystem::path> cache_dir;
   int jobs = 0;
@@ -59,6 +61,10 @@ struct LayerGraphRow {
   std::size_t checked = 0, mismatches = 0;
   double worst = 0;
   std::string first_mismatch;
+  // The same layer captured with less of the decode scheduling, timed the same way (0: not
+  // measured, e.g. the run already turned that part off): without the programmatic dependent
+  // launches, and on one stream in list order without them (the scheduling before both).
+  double no_pdl_ms = 0, one_stream_ms = 0;
 };
 
 struct LayerRunRow {

@@ -7,6 +7,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "replay/layer/layer_plan.h"
@@ -172,6 +173,56 @@ TEST(MoeLayerPlan, stepsFollowTheLayerOrder) {
   // The SwiGLU launch covers the routed entries and the shared expert's rows.
   const auto& sw = std::get<SwigluLimitArgs>(*plan.steps[6].args);
   EXPECT_EQ(sw.input.size(0), 64 * c.num_experts_per_tok + 64);
+}
+
+// Decode plans run the shared expert's GEMMs on lane 1 beside the routed path, joined by swiglu and
+// add_shared; every wait names an earlier step of the other lane, so the list stays one valid
+// sequential order; every programmatic dependent launch is a JIT step of a kernel that waits on the
+// device, right after a JIT step of its lane, with no wait on the other lane. Prefill plans keep
+// one lane and plain launches, the shared W2 accumulating into out.
+TEST(MoeLayerPlan, decodePlansRunTheSharedExpertOnASecondLane) {
+  for (const ConfigBackend& p : runnable_pairs()) {
+    const ModelConfig& c = p.config;
+    for (const bool decode : {true, false}) {
+      const std::int64_t t = decode ? 1 : std::min<std::int64_t>(2048, c.max_num_batched_tokens);
+      MetaLayerTensors meta;
+      const LayerPlan plan =
+          plan_layer(c, p.backend, LayerBatch{t, decode, false, 0, batch_ids_dtypes(c).front()}, meta);
+      const std::string where = c.name + " " + std::string(backend_name(p.backend)) + (decode ? " decode" : " prefill");
+      std::vector<std::string> lane1;
+      std::map<std::string, int> seen;  // step name -> lane, of the steps so far
+      const LayerStep* last[2] = {nullptr, nullptr};
+      int pdl = 0;
+      for (const LayerStep& s : plan.steps) {
+        if (s.lane == 1) lane1.push_back(s.name);
+        for (const std::string& a : s.after) {
+          ASSERT_TRUE(seen.count(a)) << where << ": " << s.name << " waits for " << a << ", not an earlier step";
+          EXPECT_NE(seen[a], s.lane) << where << ": " << s.name << " waits for " << a << " of its own lane";
+        }
+        if (s.pdl) {
+          ++pdl;
+          ASSERT_TRUE(s.jit()) << where << ": " << s.name;
+          EXPECT_TRUE(visit_contract(*s.args, [](const auto& k, const auto&) { return k.def().pdl_wait; }))
+              << where << ": " << s.name << "'s kernel does not wait on the device";
+          EXPECT_TRUE(last[s.lane] != nullptr && last[s.lane]->jit()) << where << ": " << s.name;
+          EXPECT_TRUE(s.after.empty()) << where << ": " << s.name;
+        }
+        seen[s.name] = s.lane;
+        last[s.lane] = &s;
+      }
+      if (decode && c.n_shared_experts > 0) {
+        EXPECT_EQ(lane1, (std::vector<std::string>{"shared_w13", "shared_w2"})) << where << "\n" << plan.to_text();
+        EXPECT_EQ(plan.steps.back().name, "add_shared") << where;
+        EXPECT_EQ(plan.steps.back().after, std::vector<std::string>{"shared_w2"}) << where;
+        EXPECT_GE(pdl, 2) << where << ": W2 and mul_sum follow JIT steps\n" << plan.to_text();
+        EXPECT_TRUE(plan.lanes());
+      } else {
+        EXPECT_TRUE(lane1.empty()) << where;
+        EXPECT_FALSE(plan.lanes()) << where;
+        if (!decode) EXPECT_EQ(pdl, 0) << where << ": prefill launches in plain stream order";
+      }
+    }
+  }
 }
 
 // The check is not vacuous: the shared expert's SwiGLU as a launch of its own (R = T rows) would

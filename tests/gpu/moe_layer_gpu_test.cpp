@@ -62,6 +62,21 @@ TEST(MoeLayerGpu, tinyMatchesTheReferenceAtEveryBatchKind) {
   expect_layer_matches(o);
 }
 
+// The decode plans' second lane and programmatic dependent launches are scheduling only: with
+// both off (one stream in list order, plain launches) the tiny layer matches the reference too.
+TEST(MoeLayerGpu, tinyMatchesTheReferenceOnOneStreamWithoutPdl) {
+  LayerRunOptions o;
+  o.config = "tiny";
+  o.tokens = {1, 16, 64};
+  o.decode_max = 64;
+  o.check_tokens = 64;
+  o.side_stream = false;
+  o.pdl = false;
+  expect_layer_matches(o);
+  o.side_stream = true;  // the lanes with plain launches
+  expect_layer_matches(o);
+}
+
 TEST(MoeLayerGpu, dsv4FlashBf16MatchesTheReference) {
   LayerRunOptions o;
   o.config = "dsv4-flash";
@@ -134,34 +149,31 @@ TEST(CudaGraphGpu, aWarmedLaunchReplaysAndAPlantedMissIsRefusedWithItsKeyDiff) {
   rt.monitor().set_mode(MonitorMode::error);
   rt.monitor().activate();
 
-  struct StreamGuard {
-    Device& d;
-    Stream s;
-    ~StreamGuard() { d.destroy_stream(s); }
-  } st{dev, dev.create_stream()};
+  ScopedStream stream(dev);
+  const Stream st = stream.get();
   auto read_q = [&] {
     std::vector<unsigned char> out(static_cast<std::size_t>(rows * h));
     dev.copy_to_host(out.data(), q.data(), out.size());
     return out;
   };
-  quant(a, rt, st.s);
-  dev.synchronize(st.s);
+  quant(a, rt, st);
+  dev.synchronize(st);
   const std::vector<unsigned char> eager = read_q();
 
   const std::int64_t compiled = rt.compiler().programs_compiled(), modules = dev.modules_loaded();
   const CaptureScope::Refusals before = CaptureScope::refusals();
-  Graph graph = dev.capture(st.s, [&] { quant(a, rt, st.s); });
+  Graph graph = dev.capture(st, [&] { quant(a, rt, st); });
   ASSERT_TRUE(graph);
   EXPECT_GE(graph.nodes(), 1u);
-  dev.fill_bytes(q.data(), 0xFF, static_cast<std::size_t>(rows * h), st.s);
-  graph.launch(st.s);
-  dev.synchronize(st.s);
+  dev.fill_bytes(q.data(), 0xFF, static_cast<std::size_t>(rows * h), st);
+  graph.launch(st);
+  dev.synchronize(st);
   EXPECT_EQ(read_q(), eager) << "the graph's replay writes what the eager launch wrote";
 
   Fp8QuantArgs miss = a;
   miss.scale = Tensor::view(DType::f32, s32.data(), {rows, groups});
   try {
-    Graph never = dev.capture(st.s, [&] { quant(miss, rt, st.s); });
+    Graph never = dev.capture(st, [&] { quant(miss, rt, st); });
     ADD_FAILURE() << "an unwarmed key was served inside a capture (" << never.nodes() << " nodes)";
   } catch (const CaptureMissError& e) {
     const std::string what = e.what();
@@ -171,7 +183,7 @@ TEST(CudaGraphGpu, aWarmedLaunchReplaysAndAPlantedMissIsRefusedWithItsKeyDiff) {
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     EXPECT_NE(lower.find("scale"), std::string::npos) << "the diff names the field: " << what;
   }
-  EXPECT_FALSE(dev.capturing(st.s)) << "the refused capture was ended";
+  EXPECT_FALSE(dev.capturing(st)) << "the refused capture was ended";
   EXPECT_EQ(rt.compiler().programs_compiled(), compiled) << "nothing compiled inside a capture";
   EXPECT_EQ(dev.modules_loaded(), modules) << "nothing loaded inside a capture";
   const CaptureScope::Refusals after = CaptureScope::refusals();
@@ -179,10 +191,10 @@ TEST(CudaGraphGpu, aWarmedLaunchReplaysAndAPlantedMissIsRefusedWithItsKeyDiff) {
   EXPECT_EQ(after.allocations, before.allocations);
   EXPECT_EQ(after.module_loads, before.module_loads);
 
-  Graph again = dev.capture(st.s, [&] { quant(a, rt, st.s); });
-  dev.fill_bytes(q.data(), 0xFF, static_cast<std::size_t>(rows * h), st.s);
-  again.launch(st.s);
-  dev.synchronize(st.s);
+  Graph again = dev.capture(st, [&] { quant(a, rt, st); });
+  dev.fill_bytes(q.data(), 0xFF, static_cast<std::size_t>(rows * h), st);
+  again.launch(st);
+  dev.synchronize(st);
   EXPECT_EQ(read_q(), eager) << "the stream captures again after a refusal";
 }
 

@@ -31,6 +31,8 @@ struct LayerCliOptions {
   bool plan = false;
   bool json = false;
   bool no_graphs = false;
+  bool one_stream = false;
+  bool no_pdl = false;
 };
 
 std::vector<std::int64_t> parse_tokens(const std::string& text) {
@@ -71,7 +73,8 @@ int print_plans(const replay::layer::LayerRunOptions& o, bool json) {
       nlohmann::json j = {
           {"tokens", t}, {"batch", b.to_string()}, {"naive", plan.naive}, {"launches", jit}, {"problems", problems}};
       for (const replay::layer::LayerStep& s : plan.steps)
-        j["steps"].push_back({{"name", s.name}, {"kernel", s.kernel}});
+        j["steps"].push_back(
+            {{"name", s.name}, {"kernel", s.kernel}, {"lane", s.lane}, {"after", s.after}, {"pdl", s.pdl}});
       out.push_back(j);
     } else {
       std::cout << plan.to_text() << "  " << jit << " JIT launches: "
@@ -100,6 +103,8 @@ int run(const LayerCliOptions& cli) {
   o.iterations = cli.iterations;
   o.check_tokens = cli.check_tokens;
   o.graphs = !cli.no_graphs;
+  o.side_stream = !cli.one_stream;
+  o.pdl = !cli.no_pdl;
   o.cache_dir = cache_dir_option(cli.cache_dir);
   o.jobs = cli.jobs;
   if (cli.plan) return print_plans(o, cli.json);
@@ -135,6 +140,10 @@ void register_layer_command(CLI::App& app, int* exit_code) {
   sub->add_flag("--no-graphs", o->no_graphs,
                 "Skip the CUDA-graph capture and replay of each decode batch (on by default: the capture is "
                 "checked to compile, load and allocate nothing)");
+  sub->add_flag("--one-stream", o->one_stream,
+                "Run a decode plan's shared-expert lane on the routed path's stream, in list order (on by "
+                "default: a second stream, a parallel branch of the graph)");
+  sub->add_flag("--no-pdl", o->no_pdl, "Launch every step in plain stream order (no programmatic dependent launch)");
   add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--jobs", o->jobs, "Warmup compile threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub->add_flag("--plan", o->plan, "Print each token count's launch plan and check its keys are warmed (no GPU)");
