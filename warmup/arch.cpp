@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "warmup/compiler.h"
 #include "warmup/device.h"
 #include "warmup/error.h"
+#include "warmup/nvrtc_version.h"
 
 namespace warmkey {
 namespace {
@@ -59,7 +59,7 @@ std::string parse_one(std::string_view entry, std::string_view source, std::stri
   const int number = std::stoi(std::string(rest.substr(0, digits)));
   const auto& known = supported_numbers();
   if (std::find(known.begin(), known.end(), number) == known.end())
-    throw bad(str_cat("NVRTC ", NvrtcCompiler::nvrtc_version(), " cannot compile for it"));
+    throw bad(str_cat("NVRTC ", nvrtc_library_version(), " cannot compile for it"));
   return std::string(entry);
 }
 
@@ -246,6 +246,12 @@ void confirm_probed_arch(const std::string& probed) {
 const std::string& default_arch() {
   static const std::string arch = resolve_arch("", device_arch(), env_archs(), true);
   return arch;
+}
+
+CompileTarget resolved_target(CompileTarget target) {
+  if (target.arch.empty()) target.arch = default_arch();
+  if (target.nvrtc_version.empty()) target.nvrtc_version = nvrtc_library_version();
+  return target;
 }
 
 }  // namespace warmkey

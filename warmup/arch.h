@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "warmup/jit_key.h"
+
 namespace warmkey {
 
 // The architecture of a compile-only machine that names none: the portable code (no wgmma).
@@ -93,8 +95,13 @@ EarlyDeviceArch early_device_arch();
 // was built for from the probe). Initialises CUDA.
 void confirm_probed_arch(const std::string& probed);
 
-// resolve_arch("", device_arch(), env_archs(), true): the arch of CompileTarget{} in this
-// process. Cached.
+// resolve_arch("", device_arch(), env_archs(), true): the arch of a target that names none in
+// this process. Cached.
 const std::string& default_arch();
+
+// `target` with its arch resolved (default_arch() when it names none) and the loaded NVRTC's
+// version when it names none: what make_jit_key and NvrtcCompiler require. A JitKey is a value
+// made from a resolved target; it never asks the device.
+CompileTarget resolved_target(CompileTarget target = {});
 
 }  // namespace warmkey

@@ -1,4 +1,7 @@
 // NVRTC compiler: many instantiations of one kernel source in one program (name expressions).
+// compiler.cpp drives NVRTC; compile_workers.h/.cpp run it in child processes (one fork per
+// program, or a warmup's pool of forked workers); code_sharing.cpp folds identical code (off by
+// default) with ptx_fold.h.
 #pragma once
 
 #include <sys/types.h>
@@ -24,11 +27,12 @@ struct CompiledKernel {
 
 class NvrtcCompiler {
  public:
+  // `target.arch` must be resolved (resolved_target(), warmup/arch.h: an empty arch throws Error);
   // `target.nvrtc_version` is filled from the loaded NVRTC library.
-  explicit NvrtcCompiler(CompileTarget target = {});
+  explicit NvrtcCompiler(CompileTarget target);
 
   const CompileTarget& target() const { return target_; }
-  // "13.0"
+  // "13.0" (nvrtc_library_version(), warmup/nvrtc_version.h)
   static std::string nvrtc_version();
   // Folder holding cuda_fp16.h and friends: $CUDA_HOME/include, else the toolkit found at build
   // time. Handed to NVRTC with -I; never part of a key.
@@ -73,6 +77,9 @@ class NvrtcCompiler {
   bool share_identical_code() const { return share_; }
   // Whether nvJitLink of NVRTC's version could be loaded.
   static bool ptx_linker_available();
+  // Whether a program of `keys` can go through code sharing: only options whose effect on ptxas is
+  // known, a real arch with a virtual one, and nvJitLink of NVRTC's version (code_sharing.cpp).
+  static bool can_share(const std::vector<JitKey>& keys);
 
  private:
   std::vector<CompiledKernel> compile_shared(const KernelDef& def, const std::vector<JitKey>& keys,
@@ -95,51 +102,5 @@ class NvrtcCompiler {
   mutable std::atomic<std::int64_t> shared_{0};
   mutable std::atomic<std::int64_t> fallbacks_{0};
 };
-
-// Forked NVRTC workers for one warmup: `workers` child processes forked at construction, each
-// compiling the programs sent to it until the pool is destroyed. A request names keys by their
-// index in `keys` (with `defs`, the list the children copied at the fork: it must not change while
-// the pool lives); the answer is what compile_batch returns or throws. A fork costs little in a
-// process without a CUDA context and tens of ms in one that has it: fork the pool before the
-// context exists. A worker that dies without an answer is replaced by an in-process compile for
-// that request and every later one sent to it (counted in forked_fallbacks()).
-class NvrtcWorkerPool {
- public:
-  NvrtcWorkerPool(const NvrtcCompiler& compiler, std::vector<const KernelDef*> defs, std::vector<const JitKey*> keys,
-                  int workers);
-  ~NvrtcWorkerPool();  // closes the request pipes (the children exit) and reaps the children
-  NvrtcWorkerPool(const NvrtcWorkerPool&) = delete;
-  NvrtcWorkerPool& operator=(const NvrtcWorkerPool&) = delete;
-  int size() const { return static_cast<int>(workers_.size()); }
-  int pid(int w) const { return workers_.at(static_cast<std::size_t>(w)).pid; }  // -1 once it died
-  // Compiles keys[which] (one kernel) on worker `w`; one caller per worker at a time.
-  std::vector<CompiledKernel> compile(int w, const std::vector<std::size_t>& which);
-
- private:
-  struct Worker {
-    int pid = -1;
-    int request = -1;  // parent -> child
-    int reply = -1;    // child -> parent
-  };
-  [[noreturn]] void serve(int request, int reply) const;  // the child's loop
-  const NvrtcCompiler& compiler_;
-  std::vector<const KernelDef*> defs_;
-  std::vector<const JitKey*> keys_;
-  std::vector<Worker> workers_;
-};
-
-// The PTX of a program of several instantiations with identical entries folded. `owners` are the
-// names that tell instantiations apart (each key's Spec struct, "k_<16 hex>"): a top-level PTX
-// item (an entry, a function, a variable) belongs to the one owner whose name it contains. Two
-// owners are identical when the items they own are equal text once their names are masked and
-// each reference to a debug string ($L__info_stringN) is replaced by that string, masked. Each
-// owner maps to the first identical one (`rep`); only the items of representatives are kept.
-// `ok` is false (and nothing is folded) when an item names two owners or an owner owns nothing.
-struct PtxFold {
-  bool ok = false;
-  std::string ptx;
-  std::vector<std::size_t> rep;
-};
-PtxFold fold_identical_ptx(const std::string& ptx, const std::vector<std::string>& owners);
 
 }  // namespace warmkey

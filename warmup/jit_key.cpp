@@ -5,7 +5,6 @@
 
 #include <sstream>
 
-#include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
@@ -87,7 +86,10 @@ JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target) {
   k.kernel = def.name;
   k.entry = def.entry;
   k.source_digest = def.sources ? def.sources->digest(def.header) : std::string("none");
-  k.arch = target.arch.empty() ? default_arch() : target.arch;
+  if (target.arch.empty())
+    throw Error(str_cat("make_jit_key(", def.name,
+                        "): the compile target names no arch; resolve it first (resolved_target(), warmup/arch.h)"));
+  k.arch = target.arch;
   k.nvrtc_version = target.nvrtc_version;
   k.generator = generator_digest();
   k.options = target.options;

@@ -15,8 +15,9 @@ namespace warmkey {
 
 // Compile target shared by every key of a runtime: architecture and NVRTC options.
 struct CompileTarget {
-  // "sm_90"; empty: default_arch() (warmup/arch.h: the device's, else WARMKEY_ARCH's first, else
-  // sm_90), filled in by make_jit_key and the compiler.
+  // "sm_90", "sm_90a": resolved before any key is made (resolved_target(), warmup/arch.h: the
+  // device's, else WARMKEY_ARCH's first, else sm_90). make_jit_key and NvrtcCompiler refuse an
+  // empty arch.
   std::string arch;
   // -minimal: NVRTC leaves out texture, cudadevrt and device-launch declarations (no kernel uses
   // them); same SASS, ~5 ms less per program (docs/PERFORMANCE.md). -lineinfo: source lines for
@@ -67,7 +68,8 @@ inline constexpr const char* kFastCompileMin = "-Ofc=min";
 // Whether KernelDef::options are applied ($WARMKEY_KERNEL_OPTIONS=0: no). Read once.
 bool kernel_options_enabled();
 
-// Builds the full JitKey of a bound key under a target: the target's options, then the kernel's.
+// Builds the full JitKey of a bound key under a resolved target (its arch named: an empty arch
+// throws Error): the target's options, then the kernel's.
 JitKey make_jit_key(const BoundKey& bound, const CompileTarget& target);
 
 // Field-by-field difference ("param num_tokens: i32:D -> i32"); empty when equal.

@@ -149,9 +149,7 @@ std::size_t Plan::distinct_jit_keys() const {
 Plan plan_warmup(const Registry& registry, const ModelConfig& config, const std::optional<std::string>& kernel,
                  const CompileTarget& target) {
   config.validate();
-  CompileTarget t = target;
-  if (t.nvrtc_version.empty()) t.nvrtc_version = NvrtcCompiler::nvrtc_version();
-  if (t.arch.empty()) t.arch = default_arch();
+  const CompileTarget t = resolved_target(target);
   Plan plan;
   plan.config = config;
   std::unordered_set<CompileKey, CompileKeyHash> seen;

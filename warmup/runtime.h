@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -61,6 +62,20 @@ struct RuntimeOptions {
 // Progress of a warm() call: keys done, keys total, the kernel of the key just finished.
 using ProgressFn = std::function<void(std::size_t done, std::size_t total, const std::string& kernel)>;
 
+// Where a lookup found its kernel: in memory (the L1: resolved before, or by another thread while
+// this one waited for it), the disk cache, an imported bundle, or a compile this lookup ran.
+enum class HitSource : std::uint8_t { memory, disk, bundle, compile };
+// "memory", "disk", "bundle", "compile".
+std::string_view hit_source_name(HitSource s);
+
+// One lookup's answer: the kernel, where this lookup found it, and how the entry came into memory
+// (disk, bundle or compile; for a lookup that resolved the key itself, origin == source).
+struct Lookup {
+  std::shared_ptr<const CompiledKernel> kernel;
+  HitSource source = HitSource::memory;
+  HitSource origin = HitSource::memory;
+};
+
 struct WarmResult {
   std::size_t keys = 0;      // distinct bound keys asked for
   std::size_t compiled = 0;  // compiled by NVRTC in this call
@@ -93,6 +108,9 @@ class JitRuntime {
   // may throw RuntimeCompileError). A key whose compile failed stays failed (the call rethrows
   // its CompileError without compiling) until clear_failed().
   std::shared_ptr<const CompiledKernel> get(const BoundKey& bound, Phase phase);
+  // get() that also says where the kernel came from (the caller needs no counter deltas, which
+  // other threads' lookups would disturb).
+  Lookup get_with_source(const BoundKey& bound, Phase phase);
 
   // Warmup of many keys: deduplicates, resolves hits, then compiles the misses grouped by
   // kernel, `batch` instantiations per NVRTC program, on `jobs` worker threads. Never throws
@@ -129,18 +147,22 @@ class JitRuntime {
   class L1Map;       // BoundKey -> Slot, lock-free lookups
   struct Pending;    // a claimed key waiting for its compile inside warm()
   struct WarmState;  // what warm()'s workers share
-  enum class Source { disk, bundle };
 
-  Slot& resolve(const BoundKey& bound, Phase phase);
-  Slot& resolve_slow(const BoundKey& bound, Phase phase);
-  std::shared_ptr<const CompiledKernel> resolve_miss(const BoundKey& bound, const JitKey& jk, Phase phase);
-  std::shared_ptr<const CompiledKernel> compile_one(const BoundKey& bound, const JitKey& jk, Phase phase);
-  // Disk, then bundle; counts the miss and the hit. nullptr when neither holds jk.
-  std::shared_ptr<const CompiledKernel> lookup_stored(const JitKey& jk, Phase phase, Source* source);
+  // The slot of a ready key; *source (when given) says where this lookup found it.
+  Slot& resolve(const BoundKey& bound, Phase phase, HitSource* source = nullptr);
+  Slot& resolve_slow(const BoundKey& bound, Phase phase, HitSource* source);
+  // The miss path (runtime_miss.cpp): disk, bundle, then a compile; *origin says which served it.
+  std::shared_ptr<const CompiledKernel> resolve_miss(const BoundKey& bound, const JitKey& jk, Phase phase,
+                                                     HitSource* origin);
+  std::shared_ptr<const CompiledKernel> compile_one(const BoundKey& bound, const JitKey& jk, Phase phase,
+                                                    HitSource* origin);
+  // Disk, then bundle; counts the miss and the hit, *source = disk or bundle. nullptr when neither
+  // holds jk.
+  std::shared_ptr<const CompiledKernel> lookup_stored(const JitKey& jk, Phase phase, HitSource* source);
   std::optional<CompiledKernel> lookup_bundle(const JitKey& jk, std::string* file = nullptr);
   // Warmup only: loads the module onto the device when enabled and a device is present.
   void after_resolve(Slot& slot);
-  void fulfil(Slot& slot, std::shared_ptr<const CompiledKernel> k);
+  void fulfil(Slot& slot, std::shared_ptr<const CompiledKernel> k, HitSource origin);
   // A CompileError stays (sticky); any other error removes the slot so a later call retries.
   void fail(Slot& slot, std::exception_ptr error);
   void claim_and_compile(const std::vector<Pending*>& batch, WarmState& state);

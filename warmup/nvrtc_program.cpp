@@ -1,0 +1,59 @@
+// One NVRTC program's log and the errors of a program (warmup/nvrtc_program.h).
+#include "warmup/nvrtc_program.h"
+
+#include <sstream>
+
+#include "warmup/compiler.h"
+#include "warmup/error.h"
+
+namespace warmkey {
+namespace {
+
+std::string key_list(const std::vector<JitKey>& keys) {
+  std::ostringstream os;
+  for (const JitKey& k : keys) os << "\n  " << k.signature_text();
+  return os.str();
+}
+
+}  // namespace
+
+std::string spec_struct_name(const std::string& digest) { return "k_" + digest.substr(0, 16); }
+
+std::string nvrtc_program_log(nvrtcProgram prog) {
+  std::size_t size = 0;
+  if (nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  if (nvrtcGetProgramLog(prog, log.data()) != NVRTC_SUCCESS) return "";
+  log.resize(size - 1);  // drop the terminating NUL
+  return log;
+}
+
+void fail_program(const KernelDef& def, const std::vector<JitKey>& keys, const std::string& what,
+                  const std::string& log) {
+  throw CompileError(str_cat("kernel '", def.name, "': NVRTC ", what, " for the program of ", keys.size(),
+                             " key(s):", key_list(keys), "\nNVRTC log:\n", log.empty() ? "(empty)" : log));
+}
+
+void check_nvrtc(nvrtcResult r, const KernelDef& def, const std::vector<JitKey>& keys, const char* call,
+                 nvrtcProgram prog) {
+  if (r != NVRTC_SUCCESS)
+    fail_program(def, keys, str_cat(call, " failed: ", nvrtcGetErrorString(r)), prog ? nvrtc_program_log(prog) : "");
+}
+
+void check_keys_agree(const KernelDef& def, const std::vector<JitKey>& keys) {
+  const std::string version = NvrtcCompiler::nvrtc_version();
+  for (const JitKey& k : keys) {
+    if (k.kernel != def.name || k.entry != def.entry)
+      fail_program(def, keys, str_cat("refused key ", k.signature_text(), ": it belongs to kernel '", k.kernel, "'"),
+                   "");
+    if (k.arch != keys[0].arch || k.options != keys[0].options)
+      fail_program(def, keys, "refused a batch mixing architectures or options", "");
+    if (k.nvrtc_version != version)
+      fail_program(def, keys,
+                   str_cat("refused key ", k.signature_text(), ": made for NVRTC '", k.nvrtc_version,
+                           "', this is NVRTC '", version, "'"),
+                   "");
+  }
+}
+
+}  // namespace warmkey
