@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "equivalence/kernel_table.h"
+#include "warmup/arch.h"
 #include "warmup/compiler.h"
 #include "warmup/error.h"
 #include "warmup/orchestrator.h"
@@ -133,8 +134,7 @@ int run_schedule(const Args& a, const Plan& plan, int jobs) {
   std::vector<JitKey> keys;
   std::vector<const KernelDef*> kernels;
   std::set<std::string> seen;
-  CompileTarget target;
-  target.nvrtc_version = NvrtcCompiler::nvrtc_version();
+  CompileTarget target = resolved_target();
   if (a.sets[0] != "default") target.options = split_words(a.sets[0]);
   for (const PlanEntry& e : plan.entries) {
     JitKey k = make_jit_key(e.bound, target);
@@ -195,8 +195,7 @@ double children_cpu_seconds() {
 // The programs of a warmup with `jobs` jobs compiled concurrently on `jobs` threads, then by
 // `jobs` forked processes; prints wall and CPU seconds of each.
 int run_scaling(const Args& a, const Plan& plan, int jobs) {
-  CompileTarget target;
-  target.nvrtc_version = NvrtcCompiler::nvrtc_version();
+  CompileTarget target = resolved_target();
   if (a.sets[0] != "default") target.options = split_words(a.sets[0]);
   std::vector<JitKey> keys;
   std::vector<const KernelDef*> kernels;
@@ -293,8 +292,7 @@ int run(const Args& a) {
   }
   for (std::size_t set_index = 0; set_index < a.sets.size(); ++set_index) {
     const std::string& set = a.sets[set_index];
-    CompileTarget target;
-    target.nvrtc_version = NvrtcCompiler::nvrtc_version();
+    CompileTarget target = resolved_target();
     if (set != "default") target.options = split_words(set);
     std::printf("\noptions: %s\n",
                 [&] {

@@ -8,16 +8,13 @@
 
 #include "equivalence/properties/warmup_inputs_are_valid.h"
 #include "equivalence/properties/warmup_inputs_reproduce_keys.h"
+#include "warmup/arch.h"
 #include "warmup/compiler.h"
 
 namespace warmkey::equivalence {
 
 const CompileTarget& verification_target() {
-  static const CompileTarget target = [] {
-    CompileTarget t;
-    t.nvrtc_version = NvrtcCompiler::nvrtc_version();
-    return t;
-  }();
+  static const CompileTarget target = resolved_target();
   return target;
 }
 

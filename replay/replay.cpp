@@ -73,10 +73,10 @@ class Replayer {
   // The runtime lookup: an L1 hit, or a counted disk or bundle hit; anything else is a runtime
   // compile (refused in error mode, done and counted otherwise). False when nothing was served.
   bool lookup(KernelRun& k, const ServingBatch& b, const equivalence::ReplayLaunch& l) {
-    const Counters before = rt_.monitor().counters(Phase::runtime);
     std::string refused;
+    HitSource source = HitSource::memory;
     try {
-      rt_.get(*l.bound, Phase::runtime);
+      source = rt_.get_with_source(*l.bound, Phase::runtime).source;
     } catch (const RuntimeCompileError& e) {
       refused = e.what();
     } catch (const std::exception& e) {
@@ -84,10 +84,9 @@ class Replayer {
       add(k, finding("invalid launch", k, b, l, str_cat("runtime lookup failed: ", e.what())), e.what());
       return false;
     }
-    const Counters after = rt_.monitor().counters(Phase::runtime);
-    k.stats.runtime_disk_hits += static_cast<std::size_t>(after.disk_hits - before.disk_hits);
-    k.stats.runtime_bundle_hits += static_cast<std::size_t>(after.bundle_hits - before.bundle_hits);
-    const bool compiled = after.compiles > before.compiles;
+    k.stats.runtime_disk_hits += refused.empty() && source == HitSource::disk ? 1 : 0;
+    k.stats.runtime_bundle_hits += refused.empty() && source == HitSource::bundle ? 1 : 0;
+    const bool compiled = refused.empty() && source == HitSource::compile;
     const bool unwarmed = o_.warmed && !o_.warmed->count(*l.bound);
     if (refused.empty() && !compiled && !unwarmed) return true;
     const JitKey jk = rt_.jit_key(*l.bound);
@@ -98,14 +97,13 @@ class Replayer {
       add(k, finding("runtime compile", k, b, l, refused), jk.digest());
       return compiled;
     }
-    const char* source = after.bundle_hits > before.bundle_hits ? "a bundle"
-                         : after.disk_hits > before.disk_hits   ? "the disk cache"
-                                                                : "memory";
+    const char* where = source == HitSource::bundle ? "a bundle"
+                        : source == HitSource::disk ? "the disk cache"
+                                                    : "memory";
     add(k,
-        finding(
-            "unwarmed key", k, b, l,
-            str_cat("served from ", source, " this time, but warmup did not compile it: on a fresh cache this is a ",
-                    rt_.monitor().miss_report(jk))),
+        finding("unwarmed key", k, b, l,
+                str_cat("served from ", where, " this time, but warmup did not compile it: on a fresh cache this is a ",
+                        rt_.monitor().miss_report(jk))),
         jk.digest());
     return true;
   }

@@ -7,6 +7,7 @@
 
 #include "equivalence/verify.h"
 #include "replay/layer/layer_replay.h"
+#include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/source_set.h"
 
@@ -98,8 +99,7 @@ Plan plan_kernel(const Kernel& kernel, const ModelConfig& config, const CompileT
   Plan plan;
   plan.config = config;
   plan.kernels = {kernel.name()};
-  CompileTarget t = target;
-  if (t.nvrtc_version.empty()) t.nvrtc_version = NvrtcCompiler::nvrtc_version();
+  const CompileTarget t = resolved_target(target);
   std::vector<CompileKey> keys;
   try {
     keys = kernel.warmup_keys(config);

@@ -169,8 +169,33 @@ TEST(Arch, theDefaultTargetIsTheResolvedArch) {
   // This process' default: the device's when one is present, else WARMKEY_ARCH's first, else sm_90.
   const std::string expected = device_arch() ? *device_arch() : (env_archs().empty() ? "sm_90" : env_archs()[0]);
   EXPECT_EQ(default_arch(), expected);
-  EXPECT_EQ(make_jit_key(test_axpy::key(64), CompileTarget{}).arch, expected);
-  EXPECT_EQ(NvrtcCompiler().target().arch, expected);
+  EXPECT_EQ(resolved_target().arch, expected);
+  EXPECT_EQ(make_jit_key(test_axpy::key(64), resolved_target()).arch, expected);
+  EXPECT_EQ(NvrtcCompiler(resolved_target()).target().arch, expected);
+}
+
+// A JitKey is a value made from a resolved target: neither make_jit_key nor the compiler asks the
+// device for an arch a target left out (they used to, through default_arch()), and an arch that is
+// named is kept as named.
+TEST(Arch, keysAndCompilersRefuseATargetWithoutArch) {
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no Error";
+    return "";
+  };
+  const std::string key_error = error_of([] { make_jit_key(test_axpy::key(64), CompileTarget{}); });
+  EXPECT_NE(key_error.find("names no arch"), std::string::npos) << key_error;
+  EXPECT_NE(key_error.find("resolved_target"), std::string::npos) << key_error;
+  const std::string compiler_error = error_of([] { NvrtcCompiler c{CompileTarget{}}; });
+  EXPECT_NE(compiler_error.find("names no arch"), std::string::npos) << compiler_error;
+  CompileTarget named;
+  named.arch = "sm_100";
+  EXPECT_EQ(resolved_target(named).arch, "sm_100");
+  EXPECT_EQ(resolved_target(named).nvrtc_version, NvrtcCompiler::nvrtc_version());
 }
 
 TEST(Arch, theArchIsPartOfTheKeyAndOfTheBinary) {

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "warmup/arch.h"
 #include "warmup/binder.h"
 #include "warmup/error.h"
 #include "warmup/jit_key.h"
@@ -139,7 +140,7 @@ TEST(PointerRule, missingOptionalPointerIsTheConstexprNone) {
   s.constant("BLOCK", 128).ptr("x_ptr", std::optional<Tensor>{}).integer("n", 16);
   BoundKey k = bind(d, s);
   EXPECT_EQ(triton_repr(d, k, 0), "('constexpr', None)");
-  JitKey jk = make_jit_key(k, CompileTarget{});
+  JitKey jk = make_jit_key(k, resolved_target());
   EXPECT_EQ(jk.params[0].type, "constexpr");
   EXPECT_EQ(jk.params[0].attr, "None");
 }
@@ -173,7 +174,7 @@ TEST(ConstexprRule, exactValueOfEachConstexprIsInTheKey) {
     a.constant("BLOCK", v).ptr("x_ptr", x).integer("n", 5);
     b.constant("BLOCK", v + 1).ptr("x_ptr", x).integer("n", 5);
     EXPECT_NE(bind(d, a), bind(d, b)) << v;
-    JitKey jk = make_jit_key(bind(d, a), CompileTarget{});
+    JitKey jk = make_jit_key(bind(d, a), resolved_target());
     ASSERT_EQ(jk.constexprs.size(), 1u);
     EXPECT_EQ(jk.constexprs[0].second, v);
   }
@@ -187,7 +188,7 @@ TEST(LaunchOptions, blockSizeIsInTheKey) {
   b = a;
   b.block = {256, 1, 1};
   EXPECT_NE(bind(d, a), bind(d, b));
-  EXPECT_NE(make_jit_key(bind(d, a), {}).digest(), make_jit_key(bind(d, b), {}).digest());
+  EXPECT_NE(make_jit_key(bind(d, a), resolved_target()).digest(), make_jit_key(bind(d, b), resolved_target()).digest());
 }
 
 // A kernel that reads its block size at run time (KernelDef::block_at_run_time): launches with
@@ -205,14 +206,14 @@ TEST(LaunchOptions, aBlockReadAtRunTimeLeavesTheKey) {
   EXPECT_EQ(ka, kb);
   EXPECT_EQ(ka.hash, kb.hash);
   EXPECT_EQ(ka.block, kBlockAtRunTime);
-  const JitKey ja = make_jit_key(ka, {});
-  EXPECT_EQ(ja.digest(), make_jit_key(kb, {}).digest());
+  const JitKey ja = make_jit_key(ka, resolved_target());
+  EXPECT_EQ(ja.digest(), make_jit_key(kb, resolved_target()).digest());
   EXPECT_NE(ja.signature_text().find("){block=any}"), std::string::npos) << ja.signature_text();
   EXPECT_EQ(a.block[0], 8u) << "the launch itself keeps its block";
   // The same kernel without the flag: the block is part of the key (a different binary).
   d.block_at_run_time = false;
   EXPECT_NE(bind(d, a), bind(d, b));
-  EXPECT_NE(make_jit_key(bind(d, a), {}).digest(), ja.digest());
+  EXPECT_NE(make_jit_key(bind(d, a), resolved_target()).digest(), ja.digest());
   // The constexprs still split keys.
   d.block_at_run_time = true;
   LaunchSpec c = a;
@@ -235,8 +236,8 @@ TEST(LaunchOptions, aPointerNullAtRunTimeSharesTheBinaryOfAPresentOne) {
   const BoundKey kw = bind(d, with), kn = bind(d, without);
   EXPECT_EQ(kw, kn);
   EXPECT_EQ(kw.hash, kn.hash);
-  const JitKey jw = make_jit_key(kw, {});
-  EXPECT_EQ(jw.digest(), make_jit_key(kn, {}).digest());
+  const JitKey jw = make_jit_key(kw, resolved_target());
+  EXPECT_EQ(jw.digest(), make_jit_key(kn, resolved_target()).digest());
   EXPECT_NE(jw.signature_text().find("w_ptr:*fp32"), std::string::npos) << jw.signature_text();
   // Another dtype when present is another binary (the pointer's type is still in the key).
   Tensor w16 = Tensor::meta(DType::f16, {64});
@@ -246,7 +247,8 @@ TEST(LaunchOptions, aPointerNullAtRunTimeSharesTheBinaryOfAPresentOne) {
   // Without the policy, a missing pointer is Triton's constexpr None: another key.
   d.params.back() = param::in("w_ptr", Specialize::do_not_specialize);
   EXPECT_NE(bind(d, with), bind(d, without));
-  EXPECT_NE(make_jit_key(bind(d, without), {}).signature_text().find("w_ptr:constexpr=None"), std::string::npos);
+  EXPECT_NE(make_jit_key(bind(d, without), resolved_target()).signature_text().find("w_ptr:constexpr=None"),
+            std::string::npos);
 }
 
 TEST(BinderErrors, arityAndKindMismatchesNameTheKernelAndParam) {
@@ -339,6 +341,7 @@ TEST(JitKeyText, readableFormAndDigestCoverEveryField) {
   s.constant("BLOCK", 256).ptr("x_ptr", x).integer("n", 1);
   s.block = {128, 1, 1};
   CompileTarget t;
+  t.arch = "sm_90";
   t.nvrtc_version = "13.0";
   JitKey k = make_jit_key(bind(d, s), t);
   EXPECT_EQ(k.signature_text(), "f[BLOCK=256](x_ptr:*bf16:D, n:constexpr=1){block=128,1,1}");
@@ -368,7 +371,7 @@ TEST(JitKeyText, instantiationIsGeneratedFromTheKeyAlone) {
   Tensor x = Tensor::meta(DType::f32, {64}, 4);
   LaunchSpec s;
   s.constant("BLOCK", 64).ptr("x_ptr", x).integer("n", 32);
-  JitKey k = make_jit_key(bind(d, s), CompileTarget{});
+  JitKey k = make_jit_key(bind(d, s), resolved_target());
   std::string src = instantiation_source(k, "k_test");
   EXPECT_NE(src.find("static constexpr long long BLOCK = 64LL;"), std::string::npos) << src;
   EXPECT_NE(src.find("using x_ptr_t = float;"), std::string::npos) << src;

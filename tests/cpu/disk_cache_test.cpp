@@ -41,6 +41,7 @@ std::shared_ptr<const std::string> fake_cubin(int program, char variant = 'a') {
 CompiledKernel fake_entry(std::int64_t scale, int program = 0, std::shared_ptr<const std::string> cubin = nullptr) {
   CompiledKernel k;
   CompileTarget target;
+  target.arch = "sm_90";
   target.nvrtc_version = "13.0";
   k.key = make_jit_key(key(64, scale), target);
   k.digest = k.key.digest();

@@ -18,6 +18,7 @@
 #include "tests/support/expect_rejected.h"
 #include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
+#include "warmup/arch.h"
 #include "warmup/error.h"
 
 namespace warmkey {
@@ -586,7 +587,7 @@ TEST(Dsv4TopkKey, launchSpecPassesOnlyWhatTheKeyTurnsOn) {
   Dsv4TopkArgs a = valid_args();
   a.sentinel_lo = 0;
   a.tid2eid = Tensor::meta(DType::i32, {129280, 6});
-  const JitKey jk = make_jit_key(kKernel.bound_key(a), CompileTarget{});
+  const JitKey jk = make_jit_key(kKernel.bound_key(a), resolved_target());
   const std::string text = jk.signature_text();
   EXPECT_NE(text.find("bias:constexpr=None"), std::string::npos) << text;     // hash layers: no bias
   EXPECT_NE(text.find("bias_vl:constexpr=None"), std::string::npos) << text;  // VL off

@@ -14,6 +14,7 @@
 #include "tests/support/expect_rejected.h"
 #include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
+#include "warmup/arch.h"
 #include "warmup/error.h"
 
 namespace warmkey {
@@ -233,7 +234,7 @@ TEST(EplbMapKey, holdsValueClassesDtypeAndBlockSize) {
   EXPECT_EQ(kKernel.dispatch(a).to_string(),
             "eplb_map{has_num_unpadded=true, num_logical=16, slots=16, num_physical=16, ids_dtype=i64, "
             "block_size=512}");
-  const std::string text = make_jit_key(kKernel.bound_key(a), CompileTarget{}).signature_text();
+  const std::string text = make_jit_key(kKernel.bound_key(a), resolved_target()).signature_text();
   EXPECT_NE(text.find("replica_count:*i64"), std::string::npos) << text;  // int64 maps, never i32
   EXPECT_NE(text.find("l2p:*i64"), std::string::npos) << text;
   EXPECT_NE(text.find("numel:i32,"), std::string::npos) << text;  // do_not_specialize

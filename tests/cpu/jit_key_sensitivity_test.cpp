@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "warmup/arch.h"
 #include "warmup/bundle.h"
 #include "warmup/compiler.h"
 #include "warmup/disk_cache.h"
@@ -28,6 +29,7 @@ using test_axpy::TempDir;
 
 CompileTarget target() {
   CompileTarget t;
+  t.arch = "sm_90";
   t.nvrtc_version = "13.0";
   return t;
 }
@@ -196,7 +198,7 @@ TEST(JitKeySensitivity, aKernelsOwnOptionsFollowTheTargetsAndReachTheDigestAndTh
   EXPECT_NE(kf.digest(), ko.digest());
   EXPECT_EQ(diff(kp, kf), std::vector<std::string>{"options differ"});
   // The compiler receives them: NVRTC accepts the option and makes another cubin.
-  NvrtcCompiler compiler;
+  NvrtcCompiler compiler(resolved_target());
   const JitKey cp = make_jit_key(key(64, 2, plain, DType::f32), compiler.target());
   const JitKey cf = make_jit_key(key(64, 2, fast, DType::f32), compiler.target());
   const auto bp = compiler.compile_batch(plain, {cp});

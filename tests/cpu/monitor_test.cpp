@@ -12,6 +12,7 @@ using test_axpy::key;
 
 JitKey jit(std::int64_t n, std::int64_t scale = 2, const KernelDef& def = test_axpy::axpy_def()) {
   CompileTarget target;
+  target.arch = "sm_90";
   target.nvrtc_version = "13.0";
   return make_jit_key(key(n, scale, def), target);
 }

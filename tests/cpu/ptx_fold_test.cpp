@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "warmup/arch.h"
 #include "warmup/compiler.h"
+#include "warmup/ptx_fold.h"
 
 namespace warmkey {
 namespace {
@@ -85,7 +87,7 @@ TEST(PtxFold, refusesAnItemOfTwoOwnersOrAnOwnerWithoutItems) {
 // kernel only asks whether n is the constant 1); SCALE 3 is other code.
 TEST(PtxFold, realCompileSharesTheEntryOfKeysWithIdenticalCode) {
   if (!NvrtcCompiler::ptx_linker_available()) GTEST_SKIP() << "nvJitLink of NVRTC's version is not installed";
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   c.set_share_identical_code(true);
   const std::vector<JitKey> keys{make_jit_key(test_axpy::key(64, 2), c.target()),
                                  make_jit_key(test_axpy::key(65, 2), c.target()),
@@ -102,7 +104,7 @@ TEST(PtxFold, realCompileSharesTheEntryOfKeysWithIdenticalCode) {
   for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(out[i].digest, keys[i].digest());
 
   // Off (the default): NVRTC's own cubin, every key its own entry.
-  NvrtcCompiler plain;
+  NvrtcCompiler plain(resolved_target());
   EXPECT_FALSE(plain.share_identical_code());
   const auto own = plain.compile_batch(test_axpy::axpy_def(), keys);
   EXPECT_EQ(plain.shared_instantiations(), 0);

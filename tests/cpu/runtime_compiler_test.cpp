@@ -11,6 +11,7 @@
 
 #include "tests/cpu/runtime_axpy.h"
 #include "warmup/arch.h"
+#include "warmup/compile_workers.h"
 #include "warmup/compiler.h"
 #include "warmup/error.h"
 
@@ -48,7 +49,7 @@ std::string compile_error_of(const NvrtcCompiler& c, const KernelDef& def, const
 }
 
 TEST(NvrtcCompiler, versionIsMajorDotMinorAndFillsTheTarget) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   EXPECT_TRUE(std::regex_match(NvrtcCompiler::nvrtc_version(), std::regex(R"(\d+\.\d+)")))
       << NvrtcCompiler::nvrtc_version();
   EXPECT_EQ(c.target().nvrtc_version, NvrtcCompiler::nvrtc_version());
@@ -70,7 +71,7 @@ TEST(NvrtcCompiler, cudaIncludeDirPrefersCudaHome) {
 }
 
 TEST(NvrtcCompiler, compileProducesACubinHoldingTheLoweredName) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   JitKey jk = make_jit_key(key(64), c.target());
   std::vector<CompiledKernel> out = c.compile_batch(axpy_def(), {jk});
   ASSERT_EQ(out.size(), 1u);
@@ -88,7 +89,7 @@ TEST(NvrtcCompiler, compileProducesACubinHoldingTheLoweredName) {
 }
 
 TEST(NvrtcCompiler, manyKeysShareOneProgramThroughNameExpressions) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   std::vector<JitKey> keys = scale_keys(c, 6);
   std::vector<CompiledKernel> out = c.compile_batch(axpy_def(), keys);
   ASSERT_EQ(out.size(), keys.size());
@@ -105,7 +106,7 @@ TEST(NvrtcCompiler, manyKeysShareOneProgramThroughNameExpressions) {
 }
 
 TEST(NvrtcCompiler, oneProgramPerKeyGivesTheSameLoweredNames) {
-  NvrtcCompiler batched, single;
+  NvrtcCompiler batched(resolved_target()), single(resolved_target());
   std::vector<JitKey> keys = scale_keys(batched, 3);
   std::vector<CompiledKernel> together = batched.compile_batch(axpy_def(), keys);
   for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -118,7 +119,7 @@ TEST(NvrtcCompiler, oneProgramPerKeyGivesTheSameLoweredNames) {
 }
 
 TEST(NvrtcCompiler, programSourceIncludesTheHeaderAndEveryInstantiation) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   std::vector<JitKey> keys = scale_keys(c, 2);
   std::string src = NvrtcCompiler::program_source(axpy_def(), keys);
   EXPECT_NE(src.find("struct warmkey_same_type"), std::string::npos);
@@ -128,7 +129,7 @@ TEST(NvrtcCompiler, programSourceIncludesTheHeaderAndEveryInstantiation) {
 }
 
 TEST(NvrtcCompiler, constexprOneAndMisalignedKeysCompile) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   BoundKey one = key(1);
   BoundKey misaligned = key(63, 2, axpy_def(), DType::f32, 4);
   JitKey jk_one = make_jit_key(one, c.target());
@@ -139,7 +140,7 @@ TEST(NvrtcCompiler, constexprOneAndMisalignedKeysCompile) {
 }
 
 TEST(NvrtcCompiler, cudaHeadersComeFromTheIncludeFolder) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   JitKey jk = make_jit_key(key(64, 2, test_axpy::axpy_bf16_def(), DType::bf16), c.target());
   EXPECT_NE(jk.signature_text().find("*bf16"), std::string::npos) << jk;
   std::vector<CompiledKernel> out = c.compile_batch(test_axpy::axpy_bf16_def(), {jk});
@@ -147,7 +148,7 @@ TEST(NvrtcCompiler, cudaHeadersComeFromTheIncludeFolder) {
 }
 
 TEST(NvrtcCompiler, compileErrorNamesEveryKeyAndCarriesTheLog) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   std::vector<JitKey> keys = scale_keys(c, 2, test_axpy::broken_def());
   std::string msg = compile_error_of(c, test_axpy::broken_def(), keys);
   EXPECT_NE(msg.find("kernel 'axpy_broken'"), std::string::npos) << msg;
@@ -158,7 +159,7 @@ TEST(NvrtcCompiler, compileErrorNamesEveryKeyAndCarriesTheLog) {
 
 // Mutant "signature and device kernel disagree": the static_assert of every instantiation fires.
 TEST(NvrtcCompiler, deviceEntryDisagreeingWithTheSignatureFailsToCompile) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   // Positive control: the agreeing entry of the same signature compiles.
   EXPECT_NO_THROW(c.compile_batch(axpy_def(), {make_jit_key(key(64), c.target())}));
   JitKey jk = make_jit_key(key(64, 2, test_axpy::swapped_def()), c.target());
@@ -168,7 +169,7 @@ TEST(NvrtcCompiler, deviceEntryDisagreeingWithTheSignatureFailsToCompile) {
 }
 
 TEST(NvrtcCompiler, refusesAKeyMadeForAnotherNvrtc) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   JitKey jk = make_jit_key(key(64), c.target());
   jk.nvrtc_version = "0.0";
   std::string msg = compile_error_of(c, axpy_def(), {jk});
@@ -177,7 +178,7 @@ TEST(NvrtcCompiler, refusesAKeyMadeForAnotherNvrtc) {
 }
 
 TEST(NvrtcCompiler, concurrentBatchesAllSucceed) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   std::vector<JitKey> keys = scale_keys(c, 4);
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
@@ -198,7 +199,7 @@ TEST(NvrtcCompiler, concurrentBatchesAllSucceed) {
 // ---- compile_batch_forked: the same program compiled in a child process --------------------------
 
 TEST(NvrtcCompiler, aForkedCompileGivesTheSameCubinAndNamesAsAnInProcessOne) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   const std::vector<JitKey> keys = scale_keys(c, 3);
   const std::vector<CompiledKernel> here = c.compile_batch(axpy_def(), keys);
   const std::vector<CompiledKernel> forked = c.compile_batch_forked(axpy_def(), keys);
@@ -217,7 +218,7 @@ TEST(NvrtcCompiler, aForkedCompileGivesTheSameCubinAndNamesAsAnInProcessOne) {
 }
 
 TEST(NvrtcCompiler, aForkedCompileErrorIsTheSameCompileError) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   const std::vector<JitKey> keys = scale_keys(c, 2, test_axpy::broken_def());
   const std::string here = compile_error_of(c, test_axpy::broken_def(), keys);
   std::string forked;
@@ -239,7 +240,7 @@ TEST(NvrtcCompiler, aForkedCompileErrorIsTheSameCompileError) {
 }
 
 TEST(NvrtcCompiler, forkedCompilesFromManyThreadsAllSucceed) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   const std::vector<JitKey> keys = scale_keys(c, 6);
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
@@ -269,7 +270,7 @@ TEST(NvrtcCompiler, forkedCompilesFromManyThreadsAllSucceed) {
 // A child that never answers and uses no CPU (as one forked while another thread held a lock it
 // needs) is killed after 5 s, and the program is compiled in this process: same result.
 TEST(NvrtcCompiler, aStuckForkedChildIsKilledAndTheProgramCompiledHere) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   const std::vector<JitKey> keys = scale_keys(c, 2);
   const std::vector<CompiledKernel> here = c.compile_batch(axpy_def(), keys);
   ::setenv("WARMKEY_TEST_FORKED_CHILD_HANG", "1", 1);
@@ -290,7 +291,7 @@ TEST(NvrtcCompiler, aStuckForkedChildIsKilledAndTheProgramCompiledHere) {
 }
 
 TEST(NvrtcWorkerPool, workersCompileRequestsAndADeadWorkerFallsBackInProcess) {
-  NvrtcCompiler c;
+  NvrtcCompiler c(resolved_target());
   const std::vector<JitKey> keys = scale_keys(c, 4);
   std::vector<const KernelDef*> defs(keys.size(), &axpy_def());
   std::vector<const JitKey*> ptrs;

@@ -13,6 +13,7 @@
 
 #include "tests/cpu/child_process.h"
 #include "tests/cpu/runtime_axpy.h"
+#include "warmup/arch.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
 
@@ -195,7 +196,7 @@ TEST(RuntimeConcurrency, warmWaitsForAnotherProcessCompilingAKeyThenReadsIt) {
   ASSERT_EQ(::pipe(go), 0);
   Child holder([&] {
     DiskCache cache(dir.path());
-    NvrtcCompiler compiler;
+    NvrtcCompiler compiler(resolved_target());
     const JitKey jk = make_jit_key(held, compiler.target());
     DiskCache::KeyLock lock = cache.try_lock(jk);
     char c = lock.acquired() ? 'y' : 'n';
@@ -233,7 +234,7 @@ TEST(RuntimeConcurrency, aKeyWhoseLockHolderDiedIsCompiledByTheNextProcessWithAC
   const BoundKey k = key(64, 4);
   Child dying([&] {
     DiskCache cache(dir.path());
-    NvrtcCompiler compiler;
+    NvrtcCompiler compiler(resolved_target());
     DiskCache::KeyLock lock = cache.try_lock(make_jit_key(k, compiler.target()));
     if (!lock.acquired()) return std::string("no lock");
     ::_exit(0);  // dies holding it, without storing

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "warmup/arch.h"
 #include "warmup/device.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
@@ -558,6 +559,73 @@ TEST(JitRuntime, warmCountsDiskAndBundleHits) {
   expect_invariant(rt.monitor());
 }
 
+// Each lookup names where it found its kernel, and the entry remembers how it came into memory:
+// a compile, the disk cache, an imported bundle, then memory for every later lookup (warm() and
+// get() alike). Callers such as `warmkey bundle import` and the replay read this instead of
+// counter deltas, which concurrent lookups would disturb.
+TEST(JitRuntime, everyLookupReportsWhereItsKernelCameFrom) {
+  TempDir dir, bundle_dir;
+  const fs::path bundle = bundle_dir.path() / "b.wkbundle";
+  {
+    JitRuntime rt(options(dir.path()));
+    const Lookup compiled = rt.get_with_source(key(64, 1), Phase::warmup);
+    EXPECT_EQ(compiled.source, HitSource::compile);
+    EXPECT_EQ(compiled.origin, HitSource::compile);
+    const Lookup again = rt.get_with_source(key(64, 1), Phase::warmup);
+    EXPECT_EQ(again.source, HitSource::memory);
+    EXPECT_EQ(again.origin, HitSource::compile);
+    EXPECT_EQ(again.kernel, compiled.kernel);
+    rt.warm({key(64, 2)}, 1, 1);
+    EXPECT_EQ(rt.get_with_source(key(64, 2), Phase::warmup).origin, HitSource::compile);
+    rt.export_bundle(bundle, {key(64, 2)});
+    fs::remove(rt.disk()->path_for(rt.jit_key(key(64, 2))));
+  }
+  JitRuntime rt(options(dir.path(), MonitorMode::error));
+  rt.import_bundle(bundle);
+  rt.monitor().activate();
+  const Lookup from_disk = rt.get_with_source(key(64, 1), Phase::runtime);
+  EXPECT_EQ(from_disk.source, HitSource::disk);
+  EXPECT_EQ(from_disk.origin, HitSource::disk);
+  const Lookup from_bundle = rt.get_with_source(key(64, 2), Phase::runtime);
+  EXPECT_EQ(from_bundle.source, HitSource::bundle);
+  EXPECT_EQ(rt.get_with_source(key(64, 2), Phase::runtime).source, HitSource::memory);
+  EXPECT_EQ(rt.get_with_source(key(64, 2), Phase::runtime).origin, HitSource::bundle);
+  // warm() records the origin of what it resolves: a disk hit here.
+  JitRuntime warmed(options(dir.path()));
+  warmed.warm({key(64, 1)}, 1, 1);
+  EXPECT_EQ(warmed.get_with_source(key(64, 1), Phase::runtime).origin, HitSource::disk);
+  EXPECT_EQ(rt.compiler().programs_compiled(), 0);
+  for (HitSource h : {HitSource::memory, HitSource::disk, HitSource::bundle, HitSource::compile})
+    EXPECT_FALSE(hit_source_name(h).empty());
+  EXPECT_EQ(hit_source_name(HitSource::bundle), "bundle");
+}
+
+// Threads that wait on another thread's resolution of the same key are served from memory; the
+// one that resolved it names the compile.
+TEST(RuntimeConcurrency, waitersOfOneResolutionAreServedFromMemoryAndOneCompiles) {
+  TempDir dir;
+  JitRuntime rt(options(dir.path()));
+  constexpr int kThreads = 6;
+  std::latch go(kThreads);
+  std::vector<Lookup> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      go.arrive_and_wait();
+      got[static_cast<std::size_t>(t)] = rt.get_with_source(key(64, 9), Phase::warmup);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int compiles = 0;
+  for (const Lookup& l : got) {
+    compiles += l.source == HitSource::compile ? 1 : 0;
+    EXPECT_TRUE(l.source == HitSource::compile || l.source == HitSource::memory);
+    EXPECT_EQ(l.origin, HitSource::compile);
+    EXPECT_EQ(l.kernel, got[0].kernel);
+  }
+  EXPECT_EQ(compiles, 1);
+}
+
 TEST(JitRuntime, anImportedBundleServesAFreshCacheWithoutCompiling) {
   TempDir first_dir, fresh_dir, bundle_dir;
   const fs::path bundle = bundle_dir.path() / "b.wkbundle";
@@ -658,7 +726,7 @@ TEST(JitRuntime, jitKeyDigestIsTheSameInAnotherProcess) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::close(fds[0]);
-    NvrtcCompiler c;
+    NvrtcCompiler c(resolved_target());
     std::string there = make_jit_key(key(63, 5), c.target()).digest() + make_jit_key(key(1), c.target()).digest();
     ssize_t n = ::write(fds[1], there.data(), there.size());
     ::_exit(n == static_cast<ssize_t>(there.size()) ? 0 : 1);

@@ -79,24 +79,22 @@ int import_bundle(const BundleCliOptions& o) {
   rt.monitor().activate();
   std::size_t installed = 0, present = 0, failed_writes = 0;
   std::vector<std::string> missing;
+  // Each lookup says where it was served from: the bundle (install it), the disk cache (already
+  // there), or memory (a key that an earlier entry of the plan resolved: counted then).
   for (const auto& e : plan.entries) {
-    const Counters before = rt.monitor().counters(Phase::runtime);
-    std::shared_ptr<const CompiledKernel> k;
+    Lookup hit;
     try {
-      k = rt.get(e.bound, Phase::runtime);
+      hit = rt.get_with_source(e.bound, Phase::runtime);
     } catch (const RuntimeCompileError&) {
       missing.push_back(e.jit.signature_text());
       continue;
     }
-    const Counters after = rt.monitor().counters(Phase::runtime);
-    if (after.bundle_hits > before.bundle_hits) {
-      if (disk->store(*k)) {
-        ++installed;
-      } else {
-        ++failed_writes;
-      }
-    } else if (after.disk_hits > before.disk_hits) {
-      ++present;
+    switch (hit.source) {
+      case HitSource::bundle: (disk->store(*hit.kernel) ? installed : failed_writes) += 1; break;
+      case HitSource::disk: ++present; break;
+      case HitSource::memory: break;
+      case HitSource::compile:  // the monitor is in error mode: a compile would have thrown
+        throw Error(str_cat("bundle import: ", e.jit.signature_text(), " was compiled, which import never does"));
     }
   }
   for (const auto& r : disk->take_reports()) std::cerr << "warmkey: disk cache: " << r << '\n';
