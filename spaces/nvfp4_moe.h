@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/moe_align/moe_align.h"
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
+#include "spaces/expert_gemm.h"
 #include "spaces/space.h"
 
 namespace warmkey::spaces {
@@ -40,20 +40,10 @@ struct Nvfp4MoeSpace {
 
   // The token counts where the engine's choice changes (each `T <= b`).
   static std::vector<std::int64_t> token_marks(const ModelConfig& c) {
-    std::vector<std::int64_t> m = nvfp4_moe_token_boundaries(c.num_experts_per_tok, c.num_local_experts());
-    for (std::int64_t b : nvfp4_moe_token_boundaries(c.num_experts_per_tok, c.num_physical_experts())) m.push_back(b);
-    std::sort(m.begin(), m.end());
-    m.erase(std::unique(m.begin(), m.end()), m.end());
-    return m;
+    return expert_gemm::token_marks(c, &nvfp4_moe_token_boundaries);
   }
 
-  // How the engine lays one GEMM of a batch out.
-  struct Layout {
-    bool naive = false;
-    DType ids = DType::i32;          // naive: the top-k ids' dtype
-    std::int64_t align_experts = 0;  // sorted: the experts moe_align sorted over
-    std::int64_t spare = 0;          // sorted: extra length of sorted_token_ids and expert_ids
-  };
+  using Layout = expert_gemm::Layout;  // how the engine lays one GEMM of a batch out
 
   // The Args the engine passes for GEMM g of a batch of t tokens; a, c (and the W2 weights) are
   // views of per-token buffers starting at token `offset`.
@@ -71,43 +61,19 @@ struct Nvfp4MoeSpace {
     if (g.mul_routed_weight) a.topk_weights = batch_view(DType::f32, {t, kr}, offset);
     a.top_k = g.top_k;
     const FusedMoeTile tile = Nvfp4Moe::tile_of(a);
-    if (l.naive) {
-      a.expert_ids = batch_view(l.ids, {t, kr}, offset);
-    } else {
-      a.sorted_token_ids =
-          Tensor::meta(DType::i32, {moe_align_sorted_size(nv, l.align_experts, tile.block_m) + l.spare});
-      a.expert_ids = Tensor::meta(DType::i32, {moe_align_max_blocks(nv, l.align_experts, tile.block_m) + l.spare});
-      a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
-    }
+    expert_gemm::set_layout(a, c, t, offset, l, tile.block_m);
     return a;
   }
 
-  static bool naive_for(const ModelConfig& c, std::int64_t t) {
-    return c.ep_size == 1 && fused_moe_naive(t, c.num_experts_per_tok, c.num_physical_experts());
-  }
+  static bool naive_for(const ModelConfig& c, std::int64_t t) { return expert_gemm::naive_for(c, t); }
 
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::vector<Nvfp4Moe::Gemm> gemms = Nvfp4Moe::config_gemms(c);
     const Nvfp4Moe::Gemm& g = gemms[d.pick("gemm", gemms.size())];
     const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, token_marks(c));
-    Layout l;
-    if (naive_for(c, t)) {
-      l.naive = true;
-      l.ids = d.dtype("ids_dtype", c.index_dtypes);
-    } else {
-      // Under EP moe_align sorts the global ids through the rank's map or the local ids.
-      l.align_experts =
-          c.ep_size > 1 && d.flag("global_ids_through_map") ? c.num_physical_experts() : c.num_local_experts();
-      l.spare = d.flag("spare_capacity") ? d.integer("spare", 1, 64) : 0;
-    }
-    // Views of the engine's per-token buffers: any element alignment of a, c, the W2 weights and
-    // the naive ids (a micro-batch at an odd token offset).
+    const Layout l = expert_gemm::draw_layout(d, c, t);
     Args a = serving_args(c, g, t, 0, l, c.moe_expert_bias);
-    a.a = Tensor::meta(a.a.dtype(), {a.a.size(0), a.a.size(1)}, d.align("a", a.a.dtype()));
-    a.c = Tensor::meta(a.c.dtype(), {a.c.size(0), a.c.size(1)}, d.align("c", a.c.dtype()));
-    if (a.topk_weights)
-      a.topk_weights = Tensor::meta(DType::f32, {t, c.num_experts_per_tok}, d.align("topk_weights", DType::f32));
-    if (l.naive) a.expert_ids = Tensor::meta(l.ids, {t, c.num_experts_per_tok}, d.align("expert_ids", l.ids));
+    expert_gemm::draw_views(d, a, c, t, l);
     return a;
   }
 
@@ -118,16 +84,7 @@ struct Nvfp4MoeSpace {
     const ModelConfig& c = ctx.config;
     const ServingBatch& b = ctx.batch;
     const std::int64_t t = b.rows(), off = b.token_offset;
-    std::vector<std::pair<std::string, Layout>> layouts;
-    if (naive_for(c, t)) {
-      for (DType ids : c.index_dtypes) layouts.push_back({str_cat("naive, ", ids_label(ids)), {true, ids, 0, 0}});
-    } else if (c.ep_size > 1) {
-      layouts.push_back(
-          {str_cat("sorted, EP map of rank ", b.ep_rank), {false, DType::i32, c.num_physical_experts(), 0}});
-      layouts.push_back({"sorted, local ids", {false, DType::i32, c.num_local_experts(), 0}});
-    } else {
-      layouts.push_back({"sorted", {false, DType::i32, c.num_local_experts(), 0}});
-    }
+    const std::vector<std::pair<std::string, Layout>> layouts = expert_gemm::replay_layouts(c, b);
     std::vector<Variant<Args>> out;
     for (const Nvfp4Moe::Gemm& g : Nvfp4Moe::config_gemms(c)) {
       const std::string gemm = str_cat(g.mul_routed_weight ? "W2 " : "W13 ", dtype_name(g.dtype), " nvfp4");

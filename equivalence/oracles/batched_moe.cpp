@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "equivalence/oracles/expert_gemm.h"
 #include "equivalence/oracles/fused_moe.h"
 #include "reference/batched_moe.h"
 #include "warmup/binder.h"
@@ -16,27 +17,9 @@ namespace {
 
 constexpr float kUntouched = -7.0f;  // c_init: what the rows past a count keep
 
-reference::RowMatrixXf as_matrix(const HostTensor& t, std::int64_t rows, std::int64_t cols) {
-  reference::RowMatrixXf m(rows, cols);
-  for (std::int64_t i = 0; i < rows * cols; ++i) m.data()[i] = t.get_float(i);
-  return m;
-}
-
-reference::RowMatrixXf scales(const HostTensor& t, std::int64_t rows, std::int64_t cols) {
-  reference::RowMatrixXf m(rows, cols);
-  for (std::int64_t i = 0; i < rows * cols; ++i)
-    m.data()[i] = t.dtype == DType::ue8m0 ? std::ldexp(1.0f, static_cast<int>(t.get_int(i)) - 127) : t.get_float(i);
-  return m;
-}
-
-void fill_scales(spaces::CaseRng& rng, HostTensor& t) {
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    if (t.dtype == DType::ue8m0)
-      t.set_int(i, rng.uniform_int(118, 124));
-    else
-      t.set_float(i, static_cast<float>(rng.uniform(0.002, 0.1)));
-  }
-}
+using expert_gemm_case::as_matrix;
+using expert_gemm_case::block_scales;
+using expert_gemm_case::fill_block_scales;
 
 }  // namespace
 
@@ -74,8 +57,8 @@ NumericCase BatchedMoeOracle::make_case(const BatchedMoeCase& p, bool reference)
     const DType sd = p.scale_dtype.value_or(DType::f32);
     HostTensor as = HostTensor::zeros("a_scale", sd, {e, mt, p.k / 128});
     HostTensor bs = HostTensor::zeros("b_scale", sd, {e, (p.n + 127) / 128, p.k / 128});
-    fill_scales(rng, as);
-    fill_scales(rng, bs);
+    fill_block_scales(rng, as);
+    fill_block_scales(rng, bs);
     c.inputs.push_back(std::move(as));
     c.inputs.push_back(std::move(bs));
   }
@@ -134,8 +117,8 @@ void BatchedMoeOracle::compute_reference(NumericCase& c) const {
   HostTensor& out = c.expected_output("c");
   const std::int64_t e = a.shape.at(0), mt = a.shape.at(1), k = a.shape.at(2), n = b.shape.at(1);
   std::optional<reference::RowMatrixXf> as, bs;
-  if (const HostTensor* t = c.find_input("a_scale")) as = scales(*t, e * mt, k / 128);
-  if (const HostTensor* t = c.find_input("b_scale")) bs = scales(*t, e * ((n + 127) / 128), k / 128);
+  if (const HostTensor* t = c.find_input("a_scale")) as = block_scales(*t, e * mt, k / 128);
+  if (const HostTensor* t = c.find_input("b_scale")) bs = block_scales(*t, e * ((n + 127) / 128), k / 128);
   reference::IndexVector counts(e);
   for (std::int64_t x = 0; x < e; ++x) counts(x) = counts_t.get_int(x);
   reference::RowMatrixXf result = as_matrix(c.input("c_init"), e * mt, n);

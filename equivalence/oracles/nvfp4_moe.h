@@ -8,33 +8,14 @@
 #include <string>
 
 #include "equivalence/oracle.h"
+#include "equivalence/oracles/expert_gemm.h"
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
 
 namespace warmkey::equivalence {
 
-// The knobs of one nvfp4_moe launch.
-struct Nvfp4MoeCase {
-  std::int64_t num_tokens = 7;  // T
-  std::int64_t route_k = 4;     // top-k of the routing
-  std::int64_t num_experts = 8;
-  std::int64_t n = 256, k = 256;
-  bool w2 = false;  // W2: A = [T * route_k, k], top_k = 1, routed-weight multiply; W13: A = [T, k]
-  DType dtype = DType::bf16;
-  DType out_dtype = DType::bf16;
-  std::optional<DType> bias_dtype;
-  bool naive = false;               // naive layout (expert_ids = the flat top-k ids)
-  DType ids_dtype = DType::i32;     // naive layout only
-  bool skewed = false;              // half of the entries go to expert 0
-  std::int64_t nonlocal_every = 0;  // > 0: every n-th expert's blocks carry -1 (zeros)
-  bool a_aligned = true, c_aligned = true;
-  std::optional<FusedMoeTile> tile;  // an override; else the heuristic
-  std::int64_t em_extra = 0;         // sorted layout: length beyond moe_align's capacity
-  std::int64_t blocks_extra = 0;     // sorted layout: expert_ids entries beyond ceil(EM / BLOCK_M)
-  std::string note;                  // appended to the label ("shrunk from ...")
-  std::uint64_t seed = 1;
-
+// The knobs of one nvfp4_moe launch (the sorted-layout GEMM's; the weights are always NVFP4).
+struct Nvfp4MoeCase : SortedGemmCase {
   std::string label() const;
-  std::int64_t num_valid() const { return num_tokens * route_k; }
   FusedMoeTile effective_tile() const;
 };
 

@@ -2,6 +2,7 @@
 // C[e, m, n] = sum_k A[e, m, k] * B[e, n, k] for m < expert_num_tokens[e], on tensor cores.
 #pragma once
 
+#include "device/expert_gemm.cuh"
 #include "device/gemm.cuh"
 
 // NOTES:
@@ -71,36 +72,12 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   }
   const char* b_src[Cfg::kBIters];
   bool b_ok[Cfg::kBIters];
-  const T* b_expert = b + e * static_cast<long long>(stride_be);
-#pragma unroll
-  for (int i = 0; i < Cfg::kBIters; ++i) {
-    const int chunk = tid + i * kThreads;
-    const int n = n0 + (chunk >> 3);
-    b_ok[i] = chunk < kBN * wk::gemm::kChunks && n < kN;
-    b_src[i] = reinterpret_cast<const char*>(b_expert + (b_ok[i] ? n : 0) * static_cast<long long>(stride_bn)) +
-               (chunk & 7) * 16;
-  }
+  wk::expert::dense_b_sources<Cfg, kBN>(b_src, b_ok, b + e * static_cast<long long>(stride_be), n0, kN, stride_bn, tid);
 
   auto load = [&](char* stage, int kt) {
     const int kbytes = kt * wk::gemm::kRowBytes;
-#pragma unroll
-    for (int i = 0; i < Cfg::kAIters; ++i) {
-      const int chunk = tid + i * kThreads;
-      if (Cfg::kAIters * kThreads > kBM * wk::gemm::kChunks && chunk >= kBM * wk::gemm::kChunks) break;
-      const int off = wk::gemm::swizzle(chunk >> 3, chunk & 7);
-      if (a_vec)
-        wk::gemm::cp_async16(wk::gemm::smem_u32(stage + off), a_src[i] + kbytes, a_ok[i]);
-      else
-        wk::gemm::copy16_sync<T>(stage + off, a_src[i] + kbytes, a_ok[i]);
-    }
-    char* b_stage = stage + kBM * wk::gemm::kRowBytes;
-#pragma unroll
-    for (int i = 0; i < Cfg::kBIters; ++i) {
-      const int chunk = tid + i * kThreads;
-      if (Cfg::kBIters * kThreads > kBN * wk::gemm::kChunks && chunk >= kBN * wk::gemm::kChunks) break;
-      wk::gemm::cp_async16(wk::gemm::smem_u32(b_stage + wk::gemm::swizzle(chunk >> 3, chunk & 7)), b_src[i] + kbytes,
-                           b_ok[i]);
-    }
+    wk::expert::copy_a<Cfg, kBM, T>(stage, kbytes, a_src, a_ok, a_vec, tid);
+    wk::expert::copy_b<Cfg, kBM, kBN>(stage, kbytes, b_src, b_ok, tid);
   };
 
   const int lane = tid & 31, warp = tid >> 5;

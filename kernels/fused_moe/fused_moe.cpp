@@ -8,7 +8,6 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -24,18 +23,13 @@ namespace warmkey {
 namespace {
 
 constexpr std::string_view kName = "fused_moe";
-const std::vector<DType> kSortedIdDTypes = {DType::i32};  // the ids of a sorted (not naive) layout
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kMaxTopK = 64;
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: i32 arguments, bounded
 constexpr std::int64_t kRowBytes = 128;                  // one k-tile row (device/gemm.cuh)
 constexpr std::int64_t kScaleGroup = 128;                // fp8 block scales: 128 x 128
-constexpr std::int64_t kMaxSharedBytes = 227 * 1024;     // sm_90 opt-in limit per block
 constexpr std::initializer_list<DType> kOperandDTypes = {DType::bf16, DType::f16, DType::f32, DType::f8e4m3};
-constexpr std::initializer_list<DType> kOutDTypes = {DType::bf16, DType::f16, DType::f32};
-constexpr std::initializer_list<DType> kNaiveIdDTypes = {DType::i32, DType::u32, DType::i64};
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+using expert_gemm::ceil_div;
+using expert_gemm::kMaxSharedBytes;
 std::int64_t block_k_of(DType d) { return kRowBytes / dtype_size(d); }
 // The warp-specialised tile (device/gemm_ws.cuh): 128 x 256, 3 warpgroups, TMA, persistent grid.
 constexpr std::int64_t kWsWarps = 12;
@@ -49,9 +43,6 @@ std::int64_t shared_bytes(const FusedMoeTile& t) {
 
 // Why a tile cannot run, or "" (the warp layout rule of device/gemm.cuh's Tile).
 std::string tile_problem(const FusedMoeTile& t, DType dtype) {
-  auto one_of = [](std::int64_t v, std::initializer_list<std::int64_t> allowed) {
-    return std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-  };
   if (warp_specialised(t)) {
     if (t.block_m != kWsBlockM || t.block_n != kWsBlockN)
       return str_cat("warps 12 (the warp-specialised tile) needs block 128x256, not ", t.block_m, "x", t.block_n);
@@ -60,17 +51,10 @@ std::string tile_problem(const FusedMoeTile& t, DType dtype) {
   } else if (t.block_n == kWsBlockN) {
     return "block_n 256 is the warp-specialised tile's: it needs warps 12";
   }
-  if (!one_of(t.block_m, {16, 32, 64, 128})) return str_cat("block_m ", t.block_m, " is not one of 16, 32, 64, 128");
-  if (!one_of(t.block_n, {64, 128, 256})) return str_cat("block_n ", t.block_n, " is not one of 64, 128, 256");
-  if (t.block_k != block_k_of(dtype))
-    return str_cat("block_k ", t.block_k, " must be ", block_k_of(dtype), " for ", dtype, " (one 128-byte row)");
-  if (!one_of(t.warps, {4, 8, 12})) return str_cat("warps ", t.warps, " is not 4, 8 or 12");
-  if (t.stages < 2 || t.stages > 8) return str_cat("stages ", t.stages, " is outside [2, 8]");
-  if (t.group_m < 1 || t.group_m > 64) return str_cat("group_m ", t.group_m, " is outside [1, 64]");
-  const std::int64_t warps_m = t.block_m >= 64 ? 2 : 1, warps_n = t.warps / warps_m;
-  if (!warp_specialised(t) && ((t.block_m / warps_m) % 16 != 0 || t.block_n % (warps_n * 16) != 0))
-    return str_cat("block ", t.block_m, "x", t.block_n, " does not split into ", warps_m, "x", warps_n,
-                   " warp tiles of multiples of 16");
+  const std::string shape =
+      expert_gemm::tile_shape_problem(t, {64, 128, 256}, block_k_of(dtype),
+                                      str_cat(" for ", dtype, " (one 128-byte row)"), {4, 8, 12}, !warp_specialised(t));
+  if (!shape.empty()) return shape;
   if (shared_bytes(t) > kMaxSharedBytes)
     return str_cat("stages ", t.stages, " need ", shared_bytes(t), " bytes of shared memory (limit ", kMaxSharedBytes,
                    ")");
@@ -113,11 +97,6 @@ std::string_view tuned_dtype_name(DType d) { return d == DType::f8e4m3 ? "fp8_w8
 
 std::string fused_moe_tile_problem(const FusedMoeTile& tile, DType dtype) { return tile_problem(tile, dtype); }
 
-std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t) {
-  return os << "BLOCK_M=" << t.block_m << " BLOCK_N=" << t.block_n << " BLOCK_K=" << t.block_k
-            << " GROUP_M=" << t.group_m << " warps=" << t.warps << " stages=" << t.stages;
-}
-
 // ---- heuristic --------------------------------------------------------------------------------
 
 FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DType dtype) {
@@ -128,20 +107,6 @@ FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DT
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return make_tile(64, fp8 ? 64 : 128, 8, 4, 4, dtype);
   if (dtype == DType::f32) return make_tile(128, 128, 8, 8, 4, dtype);
   return make_tile(kWsBlockM, kWsBlockN, 8, kWsWarps, 4, dtype);  // warp-specialised: TMA + wgmma on sm_90a
-}
-
-bool fused_moe_naive(std::int64_t num_tokens, std::int64_t top_k, std::int64_t num_experts) {
-  return num_tokens * top_k * kFusedMoeNaiveSparsity <= num_experts;
-}
-
-std::vector<std::int64_t> fused_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts) {
-  std::set<std::int64_t> out;
-  const std::int64_t k = std::max<std::int64_t>(top_k, 1);
-  if (num_experts / (kFusedMoeNaiveSparsity * k) >= 1) out.insert(num_experts / (kFusedMoeNaiveSparsity * k));
-  for (std::int64_t r : kFusedMoeEntriesPerExpertBoundaries) {
-    if (r * num_experts / k >= 1) out.insert(r * num_experts / k);  // T * k <= r * E  <=>  T <= floor(r E / k)
-  }
-  return {out.begin(), out.end()};
 }
 
 // ---- tuned configurations ---------------------------------------------------------------------
@@ -348,56 +313,24 @@ bool FusedMoe::used_by(const ModelConfig& config) const {
 
 FusedMoe::WarmupPlan FusedMoe::warmup_plan(const ModelConfig& config) {
   const std::int64_t e_local = config.num_local_experts(), k_route = config.num_experts_per_tok;
-  const bool naive_allowed = config.ep_size == 1;  // with EP an expert map is in use: always sorted
   std::shared_ptr<const FusedMoeTuning> tuning;
   if (!config.fused_moe_tuned_config.empty()) tuning = FusedMoeTuning::load_shared(config.fused_moe_tuned_config);
 
   WarmupPlan plan{config.moe_expert_bias, config.index_dtypes, {}};
-  std::vector<std::int64_t> cuts = fused_moe_token_boundaries(k_route, e_local);
-  const std::vector<std::int64_t> naive_cut = fused_moe_token_boundaries(k_route, config.num_physical_experts());
-  cuts.insert(cuts.end(), naive_cut.begin(), naive_cut.end());
-  const std::size_t untuned_cuts = cuts.size();
+  const std::vector<std::int64_t> untuned_cuts = expert_gemm::layout_cuts(config, &fused_moe_token_boundaries);
   for (const Gemm& g : config_gemms(config)) {
     // NOTES: the tuned file's shape is looked up once per GEMM, not once per bucket (this runs for
     // every fuzzed config).
     const FusedMoeTuning::Buckets* tuned = tuning ? tuning->buckets(g.n, g.k, g.dtype) : nullptr;
-    cuts.resize(untuned_cuts);
+    std::vector<std::int64_t> cuts = untuned_cuts;
     if (tuned) {
       const std::vector<std::int64_t> t = tuning->boundaries(g.n, g.k, g.dtype);
       cuts.insert(cuts.end(), t.begin(), t.end());
     }
-    std::vector<std::int64_t> sorted = cuts;
-    std::sort(sorted.begin(), sorted.end());
-    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-    // Every token count in a bucket shares the layout and tile; num_valid = T * top_k reaches the
-    // classes of the first 32 counts of the bucket (classes repeat modulo 16) and of T = 1.
-    std::vector<std::int64_t> starts = {1};
-    for (std::int64_t b : sorted) {
-      if (b + 1 <= config.max_num_batched_tokens) starts.push_back(b + 1);
-    }
-    WarmupPart& part = plan.parts.emplace_back(WarmupPart{g, {}});
-    part.buckets.reserve(starts.size());
-    std::vector<unsigned> seen;  // per kept bucket, the first of its layout and tile: their classes so far
-    seen.reserve(starts.size());
-    for (std::size_t i = 0; i < starts.size(); ++i) {
-      const std::int64_t lo = starts[i];
-      const std::int64_t hi = i + 1 < starts.size() ? starts[i + 1] - 1 : config.max_num_batched_tokens;
-      if (lo > hi) continue;
-      const bool naive = naive_allowed && fused_moe_naive(lo, k_route, config.num_physical_experts());
-      const FusedMoeTile tile =
-          tuned ? FusedMoeTuning::tile_in(*tuned, lo) : fused_moe_tile(lo * k_route, e_local, g.dtype);
-      // A row (key) repeats an earlier one only with the same layout, tile and class: the classes an
-      // earlier bucket of this layout and tile reached add nothing.
-      std::size_t same = 0;
-      while (same < part.buckets.size() && (part.buckets[same].naive != naive || !(part.buckets[same].tile == tile)))
-        ++same;
-      unsigned classes = same < seen.size() ? seen[same] : 0u;
-      const kernels::ClassReps added = kernels::ClassReps(lo, std::min(hi, lo + 31), k_route).unseen(classes);
-      if (same < seen.size()) seen[same] = classes;
-      if (added.size() == 0) continue;
-      part.buckets.push_back({naive, tile, added});
-      seen.push_back(classes);  // read only when it is the first of its layout and tile
-    }
+    plan.parts.push_back({g, expert_gemm::layout_buckets(config, std::move(cuts), [&](std::int64_t lo) {
+                            return tuned ? FusedMoeTuning::tile_in(*tuned, lo)
+                                         : fused_moe_tile(lo * k_route, e_local, g.dtype);
+                          })});
   }
   return plan;
 }
@@ -406,21 +339,6 @@ std::vector<CompileKey> FusedMoe::keys_of(const WarmupPlan& plan) {
   std::vector<CompileKey> keys;
   for (const WarmupPart& part : plan.parts) {
     const Gemm& g = part.gemm;
-    std::vector<std::vector<KeyValue>> rows;  // naive, ids_dtype, em, num_valid, tile...
-    for (const WarmupBucket& b : part.buckets) {
-      // NOTES: no containers per bucket (this runs once per bucket of every fuzzed config): the
-      // classes in place, ascending as a std::set gave them; em is {nv} naive, else {16, 2}.
-      const std::vector<DType>& id_dtypes = b.naive ? plan.index_dtypes : kSortedIdDTypes;
-      const FusedMoeTile& tile = b.tile;
-      for (std::int64_t nv : b.num_valid) {
-        for (DType ids : id_dtypes) {
-          const std::int64_t ems[] = {b.naive ? nv : 16, 2};
-          for (std::size_t e = 0; e < (b.naive ? 1u : 2u); ++e)
-            rows.push_back({b.naive, ids, ems[e], nv, tile.block_m, tile.block_n, tile.block_k, tile.group_m,
-                            tile.warps, tile.stages});
-        }
-      }
-    }
     KeySpace space{std::string(kName)};
     space.choices("dtype", {g.dtype}).choices("out_dtype", {g.out_dtype});
     space.choices("quant", {std::string(g.scale_dtype ? "fp8_block" : "none")});
@@ -431,8 +349,7 @@ std::vector<CompileKey> FusedMoe::keys_of(const WarmupPlan& plan) {
         .choices("mul_routed_weight", {g.mul_routed_weight})
         .choices("has_bias", {plan.has_bias});
     if (plan.has_bias) space.choices("bias_dtype", {g.out_dtype});  // the engine's biases: the output dtype
-    space.zip({"naive", "ids_dtype", "em", "num_valid", "block_m", "block_n", "block_k", "group_m", "warps", "stages"},
-              rows);
+    expert_gemm::zip_layout_rows(space, part.buckets, plan.index_dtypes);
     std::vector<CompileKey> part_keys = space.enumerate();
     keys.insert(keys.end(), std::make_move_iterator(part_keys.begin()), std::make_move_iterator(part_keys.end()));
   }
@@ -455,8 +372,7 @@ void FusedMoe::validate(const Args& a) const {
   check_input(a.a.stride(1) == 1, kName, "a", "the last dim must be contiguous (", a.a.meta(), ")");
   check_input(a.a.stride(0) <= kI32Max && (m <= 1 || (a.a.stride(0) >= k && a.a.stride(0) % row16 == 0)), kName, "a",
               "row stride ", a.a.stride(0), " (", a.a.meta(), ") must be >= K, a multiple of 16 bytes and fit i32");
-  check_input(a.top_k >= 1 && a.top_k <= kMaxTopK, kName, "top_k", a.top_k, " is outside [1, ", kMaxTopK, "]");
-  check_input(m * a.top_k <= kI32Max, kName, "top_k", "M * top_k = ", m * a.top_k, " exceeds i32");
+  expert_gemm::validate_top_k(kName, m, a.top_k);
   const std::int64_t num_valid = m * a.top_k;
 
   // b
@@ -473,39 +389,14 @@ void FusedMoe::validate(const Args& a) const {
               kName, "b", "strides (", a.b.meta(),
               ") must be dense along K, multiples of 16 bytes, non-overlapping and fit i32");
 
-  // c
-  checks::dtype_in(kName, "c", a.c, kOutDTypes);
-  checks::rank(kName, "c", a.c, 2);
-  checks::element_aligned(kName, "c", a.c);
-  checks::dim_is(kName, "c", a.c, 0, num_valid, "M * top_k");
-  checks::dim_is(kName, "c", a.c, 1, n, "N from b");
-  const std::int64_t c16 = 16 / dtype_size(a.c.dtype());
-  check_input(a.c.stride(1) == 1 && a.c.stride(0) <= kI32Max &&
-                  (num_valid <= 1 || (a.c.stride(0) >= n && a.c.stride(0) % c16 == 0)),
-              kName, "c", "row stride ", a.c.stride(0), " (", a.c.meta(),
-              ") must be >= N, a multiple of 16 bytes and fit i32, the last dim contiguous");
+  expert_gemm::validate_output(kName, a.c, num_valid, n);
 
   // fp8 scales
   const bool fp8 = dtype == DType::f8e4m3;
   const checks::ScaleDim a_lead[] = {{m, "M from a"}};
   checks::block_scales(kName, a.a_scale, a.b_scale, fp8, a_lead, e, n, k);
 
-  if (a.bias) {
-    checks::dtype_in(kName, "bias", *a.bias, kOutDTypes);
-    checks::rank(kName, "bias", *a.bias, 2);
-    checks::element_aligned(kName, "bias", *a.bias);
-    checks::dim_is(kName, "bias", *a.bias, 0, e, "E from b");
-    checks::dim_is(kName, "bias", *a.bias, 1, n, "N from b");
-    check_input(a.bias->stride(1) == 1 && a.bias->stride(0) >= n && a.bias->stride(0) <= kI32Max, kName, "bias",
-                "strides (", a.bias->meta(), ") must be dense along N and fit i32");
-  }
-  if (a.topk_weights) {
-    checks::dtype_in(kName, "topk_weights", *a.topk_weights, {DType::f32});
-    checks::contiguous(kName, "topk_weights", *a.topk_weights);
-    checks::element_aligned(kName, "topk_weights", *a.topk_weights);
-    check_input(a.topk_weights->numel() == num_valid, kName, "topk_weights", "holds ", a.topk_weights->numel(),
-                " weights (", a.topk_weights->meta(), "), expected M * top_k = ", num_valid);
-  }
+  expert_gemm::validate_bias_and_weights(kName, a.bias, a.topk_weights, num_valid, e, n);
 
   // the tile
   const FusedMoeTile tile = tile_of(a);
@@ -513,105 +404,42 @@ void FusedMoe::validate(const Args& a) const {
   check_input(!warp_specialised(tile) || a.sorted_token_ids.has_value(), kName, "tile",
               "warps 12 (the warp-specialised tile) needs moe_align's sorted layout, not the naive one");
 
-  // the layout
-  check_input(a.sorted_token_ids.has_value() == a.num_tokens_post_padded.has_value(), kName,
-              a.sorted_token_ids ? "num_tokens_post_padded" : "sorted_token_ids",
-              "sorted_token_ids and num_tokens_post_padded come together (moe_align's layout) or not at all (naive)");
-  if (a.sorted_token_ids) {
-    checks::dtype_in(kName, "sorted_token_ids", *a.sorted_token_ids, {DType::i32});
-    checks::dense(kName, "sorted_token_ids", *a.sorted_token_ids, 1);
-    const std::int64_t em = a.sorted_token_ids->size(0);
-    const std::int64_t need = num_valid == 0 ? 0 : num_valid + e * (tile.block_m - 1);
-    check_input(em >= need && em <= kI32Max, kName, "sorted_token_ids", "length ", em,
-                " is below M * top_k + E * (BLOCK_M - 1) = ", need, " (moe_align's capacity) or exceeds i32");
-    checks::dtype_in(kName, "expert_ids", a.expert_ids, {DType::i32});
-    checks::dense(kName, "expert_ids", a.expert_ids, 1);
-    check_input(a.expert_ids.size(0) >= ceil_div(em, tile.block_m), kName, "expert_ids", "holds ", a.expert_ids.size(0),
-                " blocks (", a.expert_ids.meta(), "), fewer than ceil(EM / BLOCK_M) = ", ceil_div(em, tile.block_m));
-    checks::dtype_in(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, {DType::i32});
-    checks::dense(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, 1);
-    checks::dim_is(kName, "num_tokens_post_padded", *a.num_tokens_post_padded, 0, 1, "one count");
-  } else {
-    checks::dtype_in(kName, "expert_ids", a.expert_ids, kNaiveIdDTypes);
-    checks::contiguous(kName, "expert_ids", a.expert_ids);
-    checks::element_aligned(kName, "expert_ids", a.expert_ids);
-    check_input(a.expert_ids.numel() == num_valid, kName, "expert_ids", "naive layout: holds ", a.expert_ids.numel(),
-                " ids (", a.expert_ids.meta(), "), expected one per entry, M * top_k = ", num_valid);
-  }
+  expert_gemm::validate_layout(kName, a, num_valid, e, tile.block_m);
 }
 
 CompileKey FusedMoe::dispatch(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
-  const bool naive = !a.sorted_token_ids.has_value();
   std::vector<CompileKey::Field> f{{"dtype", a.a.dtype()}, {"out_dtype", a.c.dtype()}};
   f.emplace_back("quant", std::string(a.a_scale ? "fp8_block" : "none"));
   if (a.a_scale) f.emplace_back("scale_dtype", a.a_scale->dtype());
   f.emplace_back("n", a.b.size(1));
   f.emplace_back("k", a.b.size(2));
   f.emplace_back("top_k", a.top_k);
-  f.emplace_back("mul_routed_weight", a.topk_weights.has_value());
-  f.emplace_back("has_bias", a.bias.has_value());
-  if (a.bias) f.emplace_back("bias_dtype", a.bias->dtype());
-  f.emplace_back("naive", naive);
-  f.emplace_back("ids_dtype", a.expert_ids.dtype());
-  f.emplace_back("em", rep(naive ? num_valid : a.sorted_token_ids->size(0)));
-  f.emplace_back("num_valid", rep(num_valid));
-  f.emplace_back("block_m", tile.block_m);
-  f.emplace_back("block_n", tile.block_n);
-  f.emplace_back("block_k", tile.block_k);
-  f.emplace_back("group_m", tile.group_m);
-  f.emplace_back("warps", tile.warps);
-  f.emplace_back("stages", tile.stages);
+  expert_gemm::add_epilogue_fields(f, a.bias, a.topk_weights);
+  expert_gemm::add_layout_fields(f, a, num_valid, tile);
   return CompileKey(std::string(kName), std::move(f));
 }
 
 FusedMoeArgs FusedMoe::warmup_inputs(const CompileKey& key) const {
   const DType dtype = key.get_dtype("dtype");
   const std::int64_t n = key.get_int("n"), k = key.get_int("k"), top_k = key.get_int("top_k");
-  const FusedMoeTile tile{key.get_int("block_m"), key.get_int("block_n"), key.get_int("block_k"),
-                          key.get_int("group_m"), key.get_int("warps"),   key.get_int("stages")};
-  const std::int64_t want_nv = key.get_int("num_valid"), want_em = key.get_int("em");
-  const bool naive = key.get_bool("naive");
+  const FusedMoeTile tile = expert_gemm::tile_of_key(key);
+  const expert_gemm::WarmupRows rows = expert_gemm::warmup_rows(kName, key, top_k, tile.block_m);
   constexpr std::int64_t kExperts = 1;  // any count works: num_experts is not specialised
 
-  // The fewest rows M whose num_valid = M * top_k has the key's class (never 0: M starts at 1).
-  std::int64_t m = 0;
-  for (std::int64_t cand = 1; cand <= 64 && m == 0; ++cand) {
-    if (rep(cand * top_k) == want_nv) m = cand;
-  }
-  if (m == 0)
-    fail_input(kName, "num_valid", "no row count M in [1, 64] gives M * top_k (top_k ", top_k, ") the class ", want_nv,
-               " (", key, ")");
-  const std::int64_t num_valid = m * top_k;
-  std::int64_t em = num_valid;
-  if (!naive) {  // the smallest capacity >= moe_align's with the key's class
-    em = num_valid + kExperts * (tile.block_m - 1);
-    while (rep(em) != want_em && em < num_valid + kExperts * (tile.block_m - 1) + 32) ++em;
-    if (rep(em) != want_em)
-      fail_input(kName, "em", "no sorted length near ", num_valid + tile.block_m - 1, " has the class ", want_em, " (",
-                 key, ")");
-  }
-
   Args a;
-  a.a = Tensor::meta(dtype, {m, k});
+  a.a = Tensor::meta(dtype, {rows.m, k});
   a.b = Tensor::meta(dtype, {kExperts, n, k});
-  a.c = Tensor::meta(key.get_dtype("out_dtype"), {num_valid, n});
+  a.c = Tensor::meta(key.get_dtype("out_dtype"), {rows.num_valid, n});
   if (key.get_string("quant") == "fp8_block") {
     const DType sd = key.get_dtype("scale_dtype");
-    a.a_scale = Tensor::meta(sd, {m, k / kScaleGroup});
+    a.a_scale = Tensor::meta(sd, {rows.m, k / kScaleGroup});
     a.b_scale = Tensor::meta(sd, {kExperts, ceil_div(n, kScaleGroup), k / kScaleGroup});
   }
   if (key.get_bool("has_bias")) a.bias = Tensor::meta(key.get_dtype("bias_dtype"), {kExperts, n});
-  if (key.get_bool("mul_routed_weight")) a.topk_weights = Tensor::meta(DType::f32, {num_valid});
-  if (naive) {
-    a.expert_ids = Tensor::meta(key.get_dtype("ids_dtype"), {num_valid});
-  } else {
-    a.sorted_token_ids = Tensor::meta(DType::i32, {em});
-    a.expert_ids = Tensor::meta(key.get_dtype("ids_dtype"), {ceil_div(em, tile.block_m)});
-    a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
-  }
-  a.top_k = top_k;
+  if (key.get_bool("mul_routed_weight")) a.topk_weights = Tensor::meta(DType::f32, {rows.num_valid});
+  expert_gemm::set_warmup_layout(a, key, rows, top_k, tile.block_m);
   a.tile = tile;  // from the key, never recomputed from these shapes
   return a;
 }
@@ -620,12 +448,9 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   const std::int64_t n = a.b.size(1), k = a.b.size(2);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
-  const bool naive = !a.sorted_token_ids.has_value();
-  const std::int64_t em = naive ? num_valid : a.sorted_token_ids->size(0);
-  const std::int64_t m_blocks = naive ? num_valid : std::min(ceil_div(em, tile.block_m), num_valid);
   LaunchSpec s;
   s.skip = num_valid == 0;
-  s.grid = {static_cast<unsigned>(std::max<std::int64_t>(m_blocks, 1) * ceil_div(n, tile.block_n)), 1, 1};
+  s.grid = {expert_gemm::grid_blocks(a, num_valid, n, tile), 1, 1};
   std::optional<TensorMapDesc> b_map;
   if (warp_specialised(tile)) {
     // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
@@ -659,14 +484,9 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
       .ptr("bias", a.bias)
       .ptr("a_scale", a.a_scale)
       .ptr("b_scale", a.b_scale)
-      .ptr("topk_weights", a.topk_weights)
-      .ptr("sorted_token_ids", a.sorted_token_ids)
-      .ptr("expert_ids", a.expert_ids)
-      .ptr("num_tokens_post_padded", a.num_tokens_post_padded)
-      .integer("em", em)
-      .integer("num_valid", num_valid)
-      .integer("num_experts", a.b.size(0))
-      .integer("stride_am", a.a.stride(0))
+      .ptr("topk_weights", a.topk_weights);
+  expert_gemm::add_layout_launch_args(s, a, num_valid, a.b.size(0));
+  s.integer("stride_am", a.a.stride(0))
       .integer("stride_be", a.b.stride(0))
       .integer("stride_bn", a.b.stride(1))
       .integer("stride_cm", a.c.stride(0))
@@ -684,8 +504,7 @@ std::string FusedMoe::describe(const Args& a) const {
   if (a.tile) tile << " tile(" << *a.tile << ")";
   return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " c=", a.c.meta(), " bias=", opt(a.bias),
                  " a_scale=", opt(a.a_scale), " b_scale=", opt(a.b_scale), " topk_weights=", opt(a.topk_weights),
-                 " sorted_token_ids=", opt(a.sorted_token_ids), " expert_ids=", a.expert_ids.meta(),
-                 " num_tokens_post_padded=", opt(a.num_tokens_post_padded), " top_k=", a.top_k, tile.str());
+                 expert_gemm::describe_layout(a), tile.str());
 }
 
 }  // namespace warmkey

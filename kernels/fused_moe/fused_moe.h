@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/common/expert_gemm.h"
 #include "kernels/common/value_classes.h"
 #include "warmup/contract.h"
 #include "warmup/tensor.h"
@@ -19,20 +20,9 @@ namespace warmkey {
 
 class FusedMoe;  // the contract (below): FusedMoeArgs::Contract
 
-// The tile one launch runs with. BLOCK_K is always one 128-byte row of elements (64 bf16/f16,
-// 128 fp8, 32 f32).
-struct FusedMoeTile {
-  std::int64_t block_m = 16;  // 16, 32, 64, 128: also the BLOCK_M moe_align padded with
-  std::int64_t block_n = 64;  // 64, 128
-  std::int64_t block_k = 64;
-  std::int64_t group_m = 1;  // 1..64: m-blocks rasterised together
-  std::int64_t warps = 4;    // 4, 8
-  std::int64_t stages = 4;   // 2..8 (shared memory: stages * (block_m + block_n) * 128 bytes)
-  bool operator==(const FusedMoeTile&) const = default;
-};
-std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t);
-
-struct FusedMoeArgs {
+// The sorted-layout part (sorted_token_ids, expert_ids, num_tokens_post_padded, top_k) is
+// SortedLayoutArgs (kernels/common/expert_gemm.h).
+struct FusedMoeArgs : SortedLayoutArgs {
   using Contract = FusedMoe;  // validates, dispatches and launches these Args
 
   // [M, K]: W13 the hidden states (M = T), W2 the activations (M = T * top_k). bf16 | f16 | f32 |
@@ -51,13 +41,6 @@ struct FusedMoeArgs {
   std::optional<Tensor> a_scale;
   std::optional<Tensor> b_scale;
   std::optional<Tensor> topk_weights;  // [M * top_k] (any shape, read flat) f32: given = multiply (W2)
-  // moe_align's layout: sorted_token_ids [EM] i32, expert_ids [>= ceil(EM / BLOCK_M)] i32,
-  // num_tokens_post_padded [1] i32. Naive layout (tiny batches): sorted_token_ids and
-  // num_tokens_post_padded absent, expert_ids the flat top-k ids [M * top_k] (i32 | u32 | i64).
-  std::optional<Tensor> sorted_token_ids;
-  Tensor expert_ids;
-  std::optional<Tensor> num_tokens_post_padded;
-  std::int64_t top_k = 1;  // W13: K of the routing; W2: 1
   // A tile chosen by the engine from a tuned-config file (FusedMoeTuning::tile_for); absent: the
   // heuristic fused_moe_tile().
   std::optional<FusedMoeTile> tile;
@@ -73,16 +56,6 @@ struct FusedMoeArgs {
 //   else:              BLOCK_M 128, BLOCK_N 128, 8 warps, 4 stages, GROUP_M 8
 // The same for every dtype but BLOCK_K (128 bytes of elements).
 FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DType dtype);
-// The entries-per-expert ratios the heuristic compares num_valid with (`num_valid <= r * E`).
-inline constexpr std::int64_t kFusedMoeEntriesPerExpertBoundaries[] = {8, 24, 64};
-// Naive layout (no sorting, one entry per block) when T * top_k * kFusedMoeNaiveSparsity <= E and
-// no expert map is in use (the engine's rule; the contract only sees which layout it got).
-inline constexpr std::int64_t kFusedMoeNaiveSparsity = 4;
-bool fused_moe_naive(std::int64_t num_tokens, std::int64_t top_k, std::int64_t num_experts);
-// The token counts T where the heuristic's tile or the layout changes (each `T <= b`), for a
-// routing top_k over E experts: warmup and the certificate enumerate both sides of each.
-std::vector<std::int64_t> fused_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts);
-
 // Why a tile cannot run with operands of `dtype` (the warp layout of device/gemm.cuh's Tile, the
 // shared-memory limit), or "" (batched_moe validates its tiles with it too).
 std::string fused_moe_tile_problem(const FusedMoeTile& tile, DType dtype);
@@ -189,11 +162,7 @@ class FusedMoe : public Contract<FusedMoeArgs> {
   // the classes no earlier bucket of its layout and tile reached (the keys they would add repeat
   // earlier ones), and a bucket that adds none is left out, so configs with equal keys mostly have
   // equal plans.
-  struct WarmupBucket {
-    bool naive = false;
-    FusedMoeTile tile;
-    kernels::ClassReps num_valid;  // the new classes of T * top_k over the bucket's first 32 counts
-  };
+  using WarmupBucket = expert_gemm::LayoutBucket;  // layout, tile and the new classes of T * top_k
   struct WarmupPart {
     Gemm gemm;
     std::vector<WarmupBucket> buckets;

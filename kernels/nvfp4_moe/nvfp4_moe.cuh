@@ -3,15 +3,15 @@
 // W[e, n, k] = e2m1(nibble) * e4m3(scale of its 16-element group), on tensor cores.
 #pragma once
 
+#include "device/expert_gemm.cuh"
 #include "device/gemm.cuh"
 
 // NOTES:
 // - Grid, layouts, padding entries, non-local experts (zeros), A staging and the epilogue are
-//   fused_moe's (fused_moe.cuh); the B operand differs. One stage holds BM rows of A (128-byte
-//   swizzled rows, 64 elements), then the k-tile's raw weights: BN rows of 32 packed bytes (64
-//   e2m1 codes, element 2j in the low nibble) and BN rows of 4 e4m3 scale bytes (one per 16
-//   elements), all copied with cp.async (16-byte chunks; 4-byte copies for the scales: K % 64 == 0
-//   keeps them 4-byte aligned).
+//   the expert-GEMM core's (device/expert_gemm.cuh, as fused_moe's); the B operand differs. One stage holds BM rows of
+//   A (128-byte swizzled rows, 64 elements), then the k-tile's raw weights: BN rows of 32 packed bytes (64 e2m1 codes,
+//   element 2j in the low nibble) and BN rows of 4 e4m3 scale bytes (one per 16 elements), all copied with cp.async
+//   (16-byte chunks; 4-byte copies for the scales: K % 64 == 0 keeps them 4-byte aligned).
 // - Per k-tile, after the pipeline's barrier, every thread expands 8-element chunks of the staged
 //   raw weights into one decoded B tile (BN swizzled 128-byte rows of bf16/f16, shared by all
 //   stages), a second barrier, then the same mma.sync mainloop as fused_moe (Tile::compute_ab). The
@@ -105,7 +105,6 @@ __global__ void __launch_bounds__(32 * S::WARPS)
                      typename S::stride_bias_t stride_bias) {
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   using T = typename S::a_t;
-  using out_t = typename S::c_t;
   constexpr int kN = static_cast<int>(S::N);
   constexpr int kK = static_cast<int>(S::K);
   constexpr int kTopK = static_cast<int>(S::TOP_K);
@@ -143,14 +142,8 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   const long long nv = WARMKEY_INT(S, num_valid);
   const int tid = static_cast<int>(threadIdx.x);
 
-  // Block -> (pid_m, pid_n), GROUP_M m-blocks at a time.
-  const int num_pid_m = static_cast<int>(gridDim.x) / kNumPidN;
-  const int pid = static_cast<int>(blockIdx.x);
-  const int group = pid / (kGroupM * kNumPidN);
-  const int first_m = group * kGroupM;
-  const int group_size = num_pid_m - first_m < kGroupM ? num_pid_m - first_m : kGroupM;
-  const int pid_m = first_m + (pid % (kGroupM * kNumPidN)) % group_size;
-  const int pid_n = (pid % (kGroupM * kNumPidN)) / group_size;
+  int pid_m, pid_n;
+  wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
   const int n0 = pid_n * kBN;
 
   long long em_v = 0;
@@ -161,56 +154,26 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   const long long e = wk::to_index(__ldg(expert_ids + pid_m));
 
   for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
-  for (int r = tid; r < kBM; r += kThreads) {
-    long long entry;
-    if constexpr (kNaive) {
-      entry = r == 0 ? pid_m : nv;
-    } else {
-      const long long pos = static_cast<long long>(pid_m) * kBM + r;
-      entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-    }
-    s_entry[r] = entry >= 0 && entry < nv ? static_cast<int>(entry) : -1;
-  }
+  wk::expert::load_entries<kNaive, kBM, kThreads>(s_entry, sorted_token_ids, pid_m, em_v, nv, tid);
   __syncthreads();
 
   if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros
-    for (int i = tid; i < kBM * kBN; i += kThreads) {
-      const int entry = s_entry[i / kBN], col = n0 + i % kBN;
-      if (entry >= 0 && col < kN) c[static_cast<long long>(entry) * stride_cm + col] = wk::from_float<out_t>(0.0f);
-    }
+    wk::expert::store_zeros<kBM, kBN, kThreads>(c, s_entry, stride_cm, n0, kN, tid);
     return;
   }
 
-  // A: fixed (row, chunk) sources for the whole k loop, as in fused_moe.
+  // A: fixed (row, chunk) sources for the whole k loop.
   const bool a_vec = wk::aligned16(a);
   const char* a_src[Cfg::kAIters];
   bool a_ok[Cfg::kAIters];
-#pragma unroll
-  for (int i = 0; i < Cfg::kAIters; ++i) {
-    const int chunk = tid + i * kThreads;
-    const int r = (chunk >> 3) < kBM ? (chunk >> 3) : 0;
-    const int entry = s_entry[r];
-    a_ok[i] = chunk < kBM * wk::gemm::kChunks && entry >= 0;
-    const long long row = a_ok[i] ? entry / kTopK : 0;
-    a_src[i] = reinterpret_cast<const char*>(a + row * static_cast<long long>(stride_am)) + (chunk & 7) * 16;
-  }
+  wk::expert::gathered_a_sources<Cfg, kBM>(a_src, a_ok, a, s_entry, kTopK, stride_am, tid);
   // B: the expert's packed rows and scale rows (dense: strides from N and K).
   const unsigned char* b_rows = reinterpret_cast<const unsigned char*>(b) + e * kN * static_cast<long long>(kPackedRow);
   const unsigned char* s_rows =
       reinterpret_cast<const unsigned char*>(b_scale) + e * kN * static_cast<long long>(kScaleRow);
 
   auto load = [&](char* stage, int kt) {
-    const int kbytes = kt * wk::gemm::kRowBytes;
-#pragma unroll
-    for (int i = 0; i < Cfg::kAIters; ++i) {
-      const int chunk = tid + i * kThreads;
-      if (Cfg::kAIters * kThreads > kBM * wk::gemm::kChunks && chunk >= kBM * wk::gemm::kChunks) break;
-      const int off = wk::gemm::swizzle(chunk >> 3, chunk & 7);
-      if (a_vec)
-        wk::gemm::cp_async16(wk::gemm::smem_u32(stage + off), a_src[i] + kbytes, a_ok[i]);
-      else
-        wk::gemm::copy16_sync<T>(stage + off, a_src[i] + kbytes, a_ok[i]);
-    }
+    wk::expert::copy_a<Cfg, kBM, T>(stage, kt * wk::gemm::kRowBytes, a_src, a_ok, a_vec, tid);
     // Packed codes: 2 chunks of 16 bytes per row.
     for (int q = tid; q < kBN * 2; q += kThreads) {
       const int row = q >> 1, n = n0 + row;
@@ -252,32 +215,6 @@ __global__ void __launch_bounds__(32 * S::WARPS)
 
   // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
   const float gs = __ldg(b_global_scale + e);
-  const bool c_vec = wk::aligned16(c);
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int entry = s_entry[warp_m * Cfg::kWarpM + mi * 16 + h * 8 + g];
-      if (entry < 0) continue;
-      float w = 1.0f;
-      if constexpr (kMulWeight) w = __ldg(topk_weights + entry);
-      out_t* out_row = c + static_cast<long long>(entry) * stride_cm;
-#pragma unroll
-      for (int ni = 0; ni < kNI; ++ni) {
-        const int col = n0 + warp_n * Cfg::kWarpN + ni * 8 + 2 * t4;
-        if (col >= kN) continue;
-        float v[2] = {acc[mi][ni][2 * h] * gs, acc[mi][ni][2 * h + 1] * gs};
-        if constexpr (kHasBias) {
-          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
-          v[0] += wk::to_float(bias_row[col]);
-          v[1] += wk::to_float(bias_row[col + 1]);
-        }
-        if constexpr (kMulWeight) v[0] *= w, v[1] *= w;
-        if (c_vec)
-          wk::store_floats<true, 2>(out_row + col, 2, v);
-        else
-          wk::store_floats<false, 2>(out_row + col, 2, v);
-      }
-    }
-  }
+  wk::expert::store_entries<Cfg, true, kHasBias, kMulWeight>(acc, s_entry, c, stride_cm, n0, kN, gs, bias, e,
+                                                             stride_bias, topk_weights, true, warp_m, warp_n, g, t4);
 }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/fused_moe/fused_moe.h"
+#include "kernels/common/expert_gemm.h"
 #include "warmup/contract.h"
 #include "warmup/tensor.h"
 
@@ -17,11 +17,12 @@ namespace warmkey {
 
 class Nvfp4Moe;  // the contract (below): Nvfp4MoeArgs::Contract
 
-// The runtime inputs. The layout fields (sorted_token_ids, expert_ids, num_tokens_post_padded,
-// top_k) and a, c, bias, topk_weights mean what they mean for fused_moe (FusedMoeArgs); the weights
-// are the three NVFP4 tensors. Decoded weight of expert e, output column n, reduction index k:
+// The runtime inputs. The layout fields (SortedLayoutArgs: sorted_token_ids, expert_ids,
+// num_tokens_post_padded, top_k) and a, c, bias, topk_weights mean what they mean for fused_moe
+// (FusedMoeArgs); the weights are the three NVFP4 tensors. Decoded weight of expert e, output column n, reduction index
+// k:
 //   W[e, n, k] = e2m1(nibble k of b[e, n]) * e4m3(b_scale[e, n, k / 16]) * b_global_scale[e]
-struct Nvfp4MoeArgs {
+struct Nvfp4MoeArgs : SortedLayoutArgs {
   using Contract = Nvfp4Moe;  // validates, dispatches and launches these Args
 
   // [M, K] activations: W13 the hidden states (M = T), W2 the activations (M = T * top_k).
@@ -42,13 +43,6 @@ struct Nvfp4MoeArgs {
   Tensor c;
   std::optional<Tensor> bias;          // [E, N] bf16 | f16 | f32, last dim contiguous: added before the weight
   std::optional<Tensor> topk_weights;  // [M * top_k] (any shape, read flat) f32: given = multiply (W2)
-  // moe_align's layout: sorted_token_ids [EM] i32, expert_ids [>= ceil(EM / BLOCK_M)] i32,
-  // num_tokens_post_padded [1] i32. Naive layout (tiny batches): sorted_token_ids and
-  // num_tokens_post_padded absent, expert_ids the flat top-k ids [M * top_k] (i32 | u32 | i64).
-  std::optional<Tensor> sorted_token_ids;
-  Tensor expert_ids;
-  std::optional<Tensor> num_tokens_post_padded;
-  std::int64_t top_k = 1;  // W13: K of the routing; W2: 1
   // A tile chosen by the caller; absent: the heuristic nvfp4_moe_tile(). BLOCK_K is always 64
   // elements (one 128-byte row of bf16/f16: 32 packed bytes and 4 scales per weight row).
   std::optional<FusedMoeTile> tile;

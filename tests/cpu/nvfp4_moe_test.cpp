@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "equivalence/oracles/nvfp4_moe.h"
+#include "kernels/fused_moe/fused_moe.h"  // fused_moe_tile: the BLOCK_M both backends share
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
 #include "reference/nvfp4_moe.h"
 #include "spaces/nvfp4_moe.h"

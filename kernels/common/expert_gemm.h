@@ -1,0 +1,149 @@
+// The expert-GEMM core's host side, shared by the grouped expert GEMMs (fused_moe, nvfp4_moe over
+// moe_align's sorted layout; batched_moe over the masked one takes the tile): the tile, the
+// sorted-layout part of the Args, and the checks, key fields, warmup buckets and inputs and launch
+// arguments of that layout and of the epilogue (bias, routed weight, output). Each kernel keeps its
+// own contract (its B operand, its constexprs, its heuristic); this file holds what they share.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/common/value_classes.h"
+#include "warmup/compile_key.h"
+#include "warmup/domain.h"
+#include "warmup/model_config.h"
+#include "warmup/signature.h"
+#include "warmup/tensor.h"
+
+namespace warmkey {
+
+// The tile one launch runs with. BLOCK_K is always one 128-byte row of elements (64 bf16/f16,
+// 128 fp8, 32 f32).
+struct FusedMoeTile {
+  std::int64_t block_m = 16;  // 16, 32, 64, 128: also the BLOCK_M moe_align padded with
+  std::int64_t block_n = 64;  // 64, 128
+  std::int64_t block_k = 64;
+  std::int64_t group_m = 1;  // 1..64: m-blocks rasterised together
+  std::int64_t warps = 4;    // 4, 8
+  std::int64_t stages = 4;   // 2..8 (shared memory: stages * (block_m + block_n) * 128 bytes)
+  bool operator==(const FusedMoeTile&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const FusedMoeTile& t);
+
+// The entries' layout of a grouped GEMM over routed tokens, and the routing's top_k.
+// moe_align's layout: sorted_token_ids [EM] i32, expert_ids [>= ceil(EM / BLOCK_M)] i32,
+// num_tokens_post_padded [1] i32. Naive layout (tiny batches): sorted_token_ids and
+// num_tokens_post_padded absent, expert_ids the flat top-k ids [M * top_k] (i32 | u32 | i64).
+struct SortedLayoutArgs {
+  std::optional<Tensor> sorted_token_ids;
+  Tensor expert_ids;
+  std::optional<Tensor> num_tokens_post_padded;
+  std::int64_t top_k = 1;  // W13: K of the routing; W2: 1
+};
+
+// ---- the sorted layout's rules (both sorted-layout kernels: moe_align pads with the same BLOCK_M
+// on either backend, so W13 and W2 of one batch agree) ----------------------------------------------
+
+// The entries-per-expert ratios the tile heuristics compare num_valid with (`num_valid <= r * E`).
+inline constexpr std::int64_t kFusedMoeEntriesPerExpertBoundaries[] = {8, 24, 64};
+// Naive layout (no sorting, one entry per block) when T * top_k * kFusedMoeNaiveSparsity <= E and
+// no expert map is in use (the engine's rule; the contracts only see which layout they got).
+inline constexpr std::int64_t kFusedMoeNaiveSparsity = 4;
+bool fused_moe_naive(std::int64_t num_tokens, std::int64_t top_k, std::int64_t num_experts);
+// The token counts T where the heuristic's tile or the layout changes (each `T <= b`), for a
+// routing top_k over E experts: warmup and the certificate enumerate both sides of each.
+std::vector<std::int64_t> fused_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts);
+
+namespace expert_gemm {
+
+inline constexpr std::int64_t kMaxTopK = 64;
+inline constexpr std::int64_t kMaxSharedBytes = 227 * 1024;  // sm_90 opt-in limit per block
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+inline bool naive(const SortedLayoutArgs& l) { return !l.sorted_token_ids.has_value(); }
+// EM: sorted_token_ids' length, or num_valid in the naive layout.
+inline std::int64_t em_of(const SortedLayoutArgs& l, std::int64_t num_valid) {
+  return naive(l) ? num_valid : l.sorted_token_ids->size(0);
+}
+
+// Why a tile cannot run, or "": block_m (16, 32, 64, 128), block_n (one of `block_ns`), block_k
+// (`block_k`, else the message ends with `block_k_rule`), warps (one of `warps`), stages (2..8),
+// group_m (1..64) and, when `warp_split`, the warp layout of device/gemm.cuh's Tile. The kernel
+// adds its shared-memory rule.
+std::string tile_shape_problem(const FusedMoeTile& t, std::initializer_list<std::int64_t> block_ns,
+                               std::int64_t block_k, std::string_view block_k_rule,
+                               std::initializer_list<std::int64_t> warps, bool warp_split);
+
+// ---- validation ----------------------------------------------------------------------------------
+
+// top_k in [1, 64] and M * top_k within i32.
+void validate_top_k(std::string_view kernel, std::int64_t m, std::int64_t top_k);
+// c [num_valid, N] in bf16 | f16 | f32, the last dim contiguous, a 16-byte row stride.
+void validate_output(std::string_view kernel, const Tensor& c, std::int64_t num_valid, std::int64_t n);
+// bias [E, N] bf16 | f16 | f32 dense along N; topk_weights f32, one weight per entry.
+void validate_bias_and_weights(std::string_view kernel, const std::optional<Tensor>& bias,
+                               const std::optional<Tensor>& topk_weights, std::int64_t num_valid, std::int64_t e,
+                               std::int64_t n);
+// The sorted layout (capacity for E experts padded to block_m) or the naive one.
+void validate_layout(std::string_view kernel, const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t e,
+                     std::int64_t block_m);
+
+// ---- keys ----------------------------------------------------------------------------------------
+
+// mul_routed_weight, has_bias and bias_dtype, in that order.
+void add_epilogue_fields(std::vector<CompileKey::Field>& f, const std::optional<Tensor>& bias,
+                         const std::optional<Tensor>& topk_weights);
+// naive, ids_dtype, em, num_valid and the tile (block_m .. stages), in that order.
+void add_layout_fields(std::vector<CompileKey::Field>& f, const SortedLayoutArgs& l, std::int64_t num_valid,
+                       const FusedMoeTile& tile);
+// The key's tile (block_m .. stages).
+FusedMoeTile tile_of_key(const CompileKey& key);
+
+// One token bucket of a GEMM's warmup: its layout, tile and the new value classes of T * top_k
+// over its first 32 counts.
+struct LayoutBucket {
+  bool naive = false;
+  FusedMoeTile tile;
+  kernels::ClassReps num_valid;
+};
+// The token boundaries of both layouts: the heuristic's over the local experts and the naive
+// rule's over the physical ones, from `boundaries(top_k, experts)`.
+std::vector<std::int64_t> layout_cuts(const ModelConfig& config,
+                                      std::vector<std::int64_t> (*boundaries)(std::int64_t, std::int64_t));
+// The buckets of one GEMM for token boundaries `cuts` (any order, repeats allowed): every token
+// count in a bucket shares the layout and tile_of(first count); a bucket holds only the classes no
+// earlier bucket of its layout and tile reached, and a bucket that adds none is left out (the
+// keys it would add repeat earlier ones).
+std::vector<LayoutBucket> layout_buckets(const ModelConfig& config, std::vector<std::int64_t> cuts,
+                                         const std::function<FusedMoeTile(std::int64_t)>& tile_of);
+// The layout fields of buckets' keys, zipped into space (naive, ids_dtype, em, num_valid and the
+// tile): per class each index dtype of a naive bucket (`index_dtypes`), i32 sorted with em {16, 2}.
+void zip_layout_rows(KeySpace& space, const std::vector<LayoutBucket>& buckets, const std::vector<DType>& index_dtypes);
+
+// ---- warmup inputs and launch ----------------------------------------------------------------------
+
+// The fewest rows M (in [1, 64]) whose M * top_k has the key's num_valid class, the entries and EM
+// (the smallest capacity >= moe_align's for one expert with the key's em class).
+struct WarmupRows {
+  std::int64_t m = 0, num_valid = 0, em = 0;
+};
+WarmupRows warmup_rows(std::string_view kernel, const CompileKey& key, std::int64_t top_k, std::int64_t block_m);
+// The key's layout tensors (meta) for `rows`, top_k and nothing else.
+void set_warmup_layout(SortedLayoutArgs& l, const CompileKey& key, const WarmupRows& rows, std::int64_t top_k,
+                       std::int64_t block_m);
+// The 1-D grid: m-blocks (min(ceil(EM / BLOCK_M), num_valid); each entry in the naive layout)
+// times the n-blocks.
+unsigned grid_blocks(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile);
+// sorted_token_ids, expert_ids, num_tokens_post_padded, em, num_valid and num_experts, in that order.
+void add_layout_launch_args(LaunchSpec& s, const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t num_experts);
+// " sorted_token_ids=... expert_ids=... num_tokens_post_padded=... top_k=..." for describe().
+std::string describe_layout(const SortedLayoutArgs& l);
+
+}  // namespace expert_gemm
+}  // namespace warmkey
