@@ -220,8 +220,8 @@ TEST_F(DocReferences, everyMarkdownFileNamedInTheTreeExists) {
     for (const auto& [at, token] : named_markdown_files(f.text)) {
       seen.insert(token);
       EXPECT_TRUE(resolves(root_, f.rel, token))
-          << where(f, at) << ": '" << token << "' is not a file of the repository (looked in " << folder_of(f.rel)
-          << ", the root and docs/)";
+          << where(f, at) << ": '" << token << "' is not a file of the repository (looked in "
+          << (folder_of(f.rel).empty() ? "" : folder_of(f.rel) + ", ") << "the root and docs/)";
     }
   }
   // The scan must see the references this check exists for.
