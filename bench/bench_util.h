@@ -212,7 +212,7 @@ inline double copy_bandwidth_gbs() {
     Device& dev = Device::instance();
     const std::int64_t bytes = std::int64_t{1} << 30;
     DeviceBuffer a = dev.alloc(bytes), b = dev.alloc(bytes);
-    dev.fill_bytes(a.data(), 0x5A, bytes);  // not zeros: METHOD.md
+    dev.fill_bytes(a.data(), 0x5A, bytes);  // not zeros: docs/PERFORMANCE.md, "Card and method"
     const Tensor src = Tensor::view(DType::u8, a.data(), {bytes});
     const Tensor dst = Tensor::view(DType::u8, b.data(), {bytes});
     LaunchSpec spec;

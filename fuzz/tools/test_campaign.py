@@ -2,6 +2,10 @@
 """ctest fuzz.campaign: ci/fuzz-campaign on a planted bug and on the real kernel.
 
   test_campaign.py <bin-dir> <source-dir> <scratch-dir>
+  test_campaign.py --any-binary <warmkey_fuzz_any> <source-dir> <scratch-dir>
+
+The second form runs the campaigns and the replays on the one binary that serves every kernel
+($WARMKEY_FUZZ_KERNEL; the asan-ubsan preset builds only that one).
 
 1. A tiny campaign against moe_align with the seeded mutant moe_align.warmup_one_token planted
    (WARMKEY_FUZZ_MUTANT): it must report a P1 (or P2) finding, write a minimised regression input and its
@@ -23,7 +27,8 @@ def campaign(tool, bin_dir, scratch, name, env, *extra):
     shutil.rmtree(work, ignore_errors=True)
     corpus = os.path.join(work, "corpus")
     shutil.copytree(os.path.join(SOURCE, "fuzz", "corpus", "moe_align"), os.path.join(corpus, "moe_align"))
-    cmd = [sys.executable, tool, "--bin-dir", bin_dir, "--runs", "3000", "--workers", "1", "--out",
+    harnesses = ["--any-binary", ANY_BINARY] if ANY_BINARY else ["--bin-dir", bin_dir]
+    cmd = [sys.executable, tool, *harnesses, "--runs", "3000", "--workers", "1", "--out",
            os.path.join(work, "out"), "--corpus", corpus, "--regressions", os.path.join(work, "regressions"),
            "--minimize-time", "5", "--max-restarts", "0", "--json", "--quiet", *extra, "moe_align"]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -39,7 +44,12 @@ def check(cond, msg):
         sys.exit("FAILED: " + msg)
 
 
-bin_dir, SOURCE, scratch = sys.argv[1:4]
+args = sys.argv[1:]
+ANY_BINARY = None
+if args and args[0] == "--any-binary":
+    ANY_BINARY = args[1]
+    args = ["", *args[2:]]
+bin_dir, SOURCE, scratch = args[0:3]
 tool = os.path.join(SOURCE, "ci", "fuzz-campaign")
 os.makedirs(scratch, exist_ok=True)
 base_env = {k: v for k, v in os.environ.items() if k not in ("WARMKEY_FUZZ_MUTANT", "WARMKEY_FUZZ_REPORT")}
@@ -62,10 +72,11 @@ for needle in ("reproduce:", f["property"], "moe_align", "JitKey"):
 check(f["violation"] and f["violation"]["kernel"] == "moe_align", "planted: no violation JSON")
 # The regression replays as a failure under the mutant, and passes under the real kernel (as
 # FuzzRegressions replays it).
-harness = os.path.join(bin_dir, "moe_align_fuzzer")
-bad = subprocess.run([harness, "-runs=1", f["regression"]], capture_output=True, env=env)
+harness = ANY_BINARY or os.path.join(bin_dir, "moe_align_fuzzer")
+kernel = {"WARMKEY_FUZZ_KERNEL": "moe_align"} if ANY_BINARY else {}
+bad = subprocess.run([harness, "-runs=1", f["regression"]], capture_output=True, env=dict(env, **kernel))
 check(bad.returncode != 0, "planted: the regression input does not fail under the mutant")
-good = subprocess.run([harness, "-runs=1", f["regression"]], capture_output=True, env=base_env)
+good = subprocess.run([harness, "-runs=1", f["regression"]], capture_output=True, env=dict(base_env, **kernel))
 check(good.returncode == 0, "planted: the regression input fails under the real kernel")
 
 # 2. the real kernel
