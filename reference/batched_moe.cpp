@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "reference/expert_products.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
@@ -21,27 +22,22 @@ void batched_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const 
                    b_scale->rows() != experts * n_groups || b_scale->cols() != k / kGroup)))
     throw Error(str_cat("reference batched_moe: inconsistent shapes: a ", a.rows(), "x", k, ", b ", b.rows(), "x",
                         b.cols(), ", c ", c.rows(), "x", n, ", E ", experts, ", max_tokens ", max_tokens));
+  // NOTES: each expert's rows are one float64 GEMM (reference/expert_products.h) instead of a dot
+  // product per output element (docs/PERFORMANCE.md, "CI").
   for (Eigen::Index e = 0; e < experts; ++e) {
     const std::int64_t rows = std::clamp<std::int64_t>(counts(e), 0, max_tokens);
+    if (rows == 0) continue;
+    const detail::RowMatrixXd a_rows = a.middleRows(e * max_tokens, rows).cast<double>();
+    detail::RowMatrixXd a_scales, b_scales;
+    if (a_scale) {
+      a_scales = a_scale->middleRows(e * max_tokens, rows).cast<double>();
+      b_scales = b_scale->middleRows(e * n_groups, n_groups).cast<double>();
+    }
+    const detail::RowMatrixXd sums = detail::expert_products(
+        a_rows, b.middleRows(e * n, n), a_scale ? &a_scales : nullptr, a_scale ? &b_scales : nullptr, kGroup);
     for (std::int64_t m = 0; m < rows; ++m) {
-      const Eigen::Index r = e * max_tokens + m;
-      for (Eigen::Index col = 0; col < n; ++col) {
-        const Eigen::Index brow = e * n + col;
-        double sum = 0;
-        if (a_scale) {
-          for (Eigen::Index g = 0; g < k / kGroup; ++g) {
-            const double part = a.row(r)
-                                    .segment(g * kGroup, kGroup)
-                                    .cast<double>()
-                                    .dot(b.row(brow).segment(g * kGroup, kGroup).cast<double>());
-            sum += part * static_cast<double>((*a_scale)(r, g)) *
-                   static_cast<double>((*b_scale)(e * n_groups + col / kGroup, g));
-          }
-        } else {
-          sum = a.row(r).cast<double>().dot(b.row(brow).cast<double>());
-        }
-        c(r, col) = round_to_dtype(out_dtype, static_cast<float>(sum));
-      }
+      for (Eigen::Index col = 0; col < n; ++col)
+        c(e * max_tokens + m, col) = round_to_dtype(out_dtype, static_cast<float>(sums(m, col)));
     }
   }
 }

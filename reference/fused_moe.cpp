@@ -1,6 +1,7 @@
 // Eigen reference of fused_moe.
 #include "reference/fused_moe.h"
 
+#include "reference/expert_products.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
@@ -30,47 +31,40 @@ void fused_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const Ro
     throw Error(str_cat("reference fused_moe: inconsistent shapes: a ", a.rows(), "x", k, ", b ", b.rows(), "x",
                         b.cols(), ", c ", num_valid, "x", n, ", top_k ", top_k, ", block_m ", block_m));
 
-  auto compute_row = [&](Eigen::Index r, std::int64_t e) {
-    if (e < 0 || e >= experts) {
-      c.row(r).setZero();
-      return;
-    }
-    const Eigen::Index arow = r / top_k;
-    for (Eigen::Index col = 0; col < n; ++col) {
-      const Eigen::Index brow = e * n + col;
-      double sum = 0;
-      if (a_scale) {
-        for (Eigen::Index g = 0; g < k / kGroup; ++g) {
-          const double part = a.row(arow)
-                                  .segment(g * kGroup, kGroup)
-                                  .cast<double>()
-                                  .dot(b.row(brow).segment(g * kGroup, kGroup).cast<double>());
-          sum += part * static_cast<double>((*a_scale)(arow, g)) *
-                 static_cast<double>((*b_scale)(e * n_groups + col / kGroup, g));
-        }
-      } else {
-        sum = a.row(arow).cast<double>().dot(b.row(brow).cast<double>());
-      }
-      if (bias) sum += static_cast<double>((*bias)(e, col));
-      if (topk_weights) sum *= static_cast<double>((*topk_weights)(r));
-      c(r, col) = round_to_dtype(out_dtype, static_cast<float>(sum));
-    }
-  };
-
-  if (!sorted_token_ids) {  // naive: block m holds entry m
-    if (expert_ids.size() != num_valid)
-      throw Error(str_cat("reference fused_moe: naive layout needs one expert id per entry, got ", expert_ids.size()));
-    for (Eigen::Index r = 0; r < num_valid; ++r) compute_row(r, expert_ids(r));
-    return;
+  // NOTES: the entries are grouped by the expert that last names them (a later block overwrites
+  // an earlier one, as a loop over the blocks would) and each expert's entries are one float64
+  // GEMM (reference/expert_products.h): the per-element dot products this replaces cost minutes
+  // per GPU sweep (docs/PERFORMANCE.md, "CI").
+  const std::vector<std::int64_t> expert_of =
+      detail::expert_of_entries("fused_moe", num_valid, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m);
+  for (Eigen::Index r = 0; r < num_valid; ++r) {
+    const std::int64_t e = expert_of[static_cast<std::size_t>(r)];
+    if (e != detail::kUnnamed && (e < 0 || e >= experts)) c.row(r).setZero();
   }
-  const std::int64_t blocks = num_tokens_post_padded / block_m;
-  if (blocks * block_m > sorted_token_ids->size() || blocks > expert_ids.size())
-    throw Error(str_cat("reference fused_moe: num_tokens_post_padded ", num_tokens_post_padded, " exceeds the layout (",
-                        sorted_token_ids->size(), " ids, ", expert_ids.size(), " blocks)"));
-  for (std::int64_t m = 0; m < blocks; ++m) {
-    for (std::int64_t i = 0; i < block_m; ++i) {
-      const std::int64_t entry = (*sorted_token_ids)(m * block_m + i);
-      if (entry >= 0 && entry < num_valid) compute_row(entry, expert_ids(m));
+  const std::vector<std::vector<std::int64_t>> entries = detail::entries_by_expert(expert_of, experts);
+  for (Eigen::Index e = 0; e < experts; ++e) {
+    const std::vector<std::int64_t>& rows = entries[static_cast<std::size_t>(e)];
+    if (rows.empty()) continue;
+    const auto count = static_cast<Eigen::Index>(rows.size());
+    detail::RowMatrixXd a_rows(count, k), a_scales, b_scales;
+    for (Eigen::Index i = 0; i < count; ++i)
+      a_rows.row(i) = a.row(rows[static_cast<std::size_t>(i)] / top_k).cast<double>();
+    if (a_scale) {
+      a_scales.resize(count, k / kGroup);
+      for (Eigen::Index i = 0; i < count; ++i)
+        a_scales.row(i) = a_scale->row(rows[static_cast<std::size_t>(i)] / top_k).cast<double>();
+      b_scales = b_scale->middleRows(e * n_groups, n_groups).cast<double>();
+    }
+    const detail::RowMatrixXd sums = detail::expert_products(
+        a_rows, b.middleRows(e * n, n), a_scale ? &a_scales : nullptr, a_scale ? &b_scales : nullptr, kGroup);
+    for (Eigen::Index i = 0; i < count; ++i) {
+      const Eigen::Index r = rows[static_cast<std::size_t>(i)];
+      for (Eigen::Index col = 0; col < n; ++col) {
+        double sum = sums(i, col);
+        if (bias) sum += static_cast<double>((*bias)(e, col));
+        if (topk_weights) sum *= static_cast<double>((*topk_weights)(r));
+        c(r, col) = round_to_dtype(out_dtype, static_cast<float>(sum));
+      }
     }
   }
 }

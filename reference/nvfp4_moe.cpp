@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "reference/expert_products.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
@@ -50,7 +51,8 @@ void nvfp4_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const Ro
                         b.rows(), "x", b.cols()));
 
   // The (entry, expert) pairs the layout names, then one expert at a time: its weights decoded
-  // once, its entries computed, the decoded copy dropped (memory: one expert's weights).
+  // once and its entries one float64 GEMM (reference/expert_products.h), the decoded copy dropped
+  // (memory: one expert's weights). An entry named by two experts ends with the larger one.
   std::vector<std::pair<std::int64_t, std::int64_t>> work;  // (expert, entry)
   if (!sorted_token_ids) {                                  // naive: block m holds entry m
     if (expert_ids.size() != num_valid)
@@ -70,25 +72,32 @@ void nvfp4_moe(const Eigen::Ref<const RowMatrixXf>& a, const Eigen::Ref<const Ro
   }
   std::stable_sort(work.begin(), work.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
 
-  std::int64_t decoded_expert = -1;
-  RowMatrixXf w;
-  for (const auto& [e, r] : work) {
+  std::size_t begin = 0;
+  while (begin < work.size()) {
+    const std::int64_t e = work[begin].first;
+    std::size_t end = begin;
+    while (end < work.size() && work[end].first == e) ++end;
     if (e < 0 || e >= experts) {
-      c.row(r).setZero();
+      for (std::size_t i = begin; i < end; ++i) c.row(work[i].second).setZero();
+      begin = end;
       continue;
     }
-    if (e != decoded_expert) {
-      w = nvfp4_decode(b.middleRows(e * n, n), b_scale.middleRows(e * n, n));
-      decoded_expert = e;
+    const auto count = static_cast<Eigen::Index>(end - begin);
+    detail::RowMatrixXd x(count, k);
+    for (Eigen::Index i = 0; i < count; ++i) x.row(i) = a.row(work[begin + i].second / top_k).cast<double>();
+    const detail::RowMatrixXd sums =
+        detail::expert_products(x, nvfp4_decode(b.middleRows(e * n, n), b_scale.middleRows(e * n, n)));
+    for (Eigen::Index i = 0; i < count; ++i) {
+      const std::int64_t r = work[begin + i].second;
+      for (Eigen::Index col = 0; col < n; ++col) {
+        double sum = sums(i, col);
+        sum *= static_cast<double>(b_global_scale(e));
+        if (bias) sum += static_cast<double>((*bias)(e, col));
+        if (topk_weights) sum *= static_cast<double>((*topk_weights)(r));
+        c(r, col) = round_to_dtype(out_dtype, static_cast<float>(sum));
+      }
     }
-    const Eigen::RowVectorXd x = a.row(r / top_k).cast<double>();
-    for (Eigen::Index col = 0; col < n; ++col) {
-      double sum = w.row(col).cast<double>().dot(x);
-      sum *= static_cast<double>(b_global_scale(e));
-      if (bias) sum += static_cast<double>((*bias)(e, col));
-      if (topk_weights) sum *= static_cast<double>((*topk_weights)(r));
-      c(r, col) = round_to_dtype(out_dtype, static_cast<float>(sum));
-    }
+    begin = end;
   }
 }
 

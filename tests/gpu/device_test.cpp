@@ -6,6 +6,7 @@
 #include <random>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "tests/support/device.h"
 #include "warmup/arch.h"
 #include "warmup/device.h"
 #include "warmup/error.h"
@@ -16,9 +17,7 @@ namespace {
 
 class DeviceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!Device::instance().available()) GTEST_SKIP() << Device::instance().unavailable_reason();
-  }
+  void SetUp() override { WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE(); }
 
   static RuntimeOptions options() {
     RuntimeOptions o;

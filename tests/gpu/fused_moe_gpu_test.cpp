@@ -136,8 +136,9 @@ std::vector<equivalence::FusedMoeCase> all_cases() {
 class FusedMoeGpu : public ::testing::TestWithParam<equivalence::FusedMoeCase> {};
 
 TEST_P(FusedMoeGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE_OR_HOST_HALF();
   const equivalence::NumericCase c = equivalence::make_fused_moe_case(GetParam());
+  WARMKEY_GPU_TEST_END_OF_HOST_HALF();
   EXPECT_TRUE(outputs_match(c, equivalence::run_fused_moe(c, gpu_runtime())));
 }
 

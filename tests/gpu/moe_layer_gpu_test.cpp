@@ -12,6 +12,7 @@
 
 #include "kernels/fp8_quant/fp8_quant.h"
 #include "replay/layer/layer_runner.h"
+#include "tests/support/device.h"
 #include "tests/support/numeric.h"
 #include "warmup/device.h"
 #include "warmup/error.h"
@@ -22,7 +23,7 @@ namespace warmkey::replay::layer {
 namespace {
 
 void expect_layer_matches(LayerRunOptions o) {
-  if (!Device::instance().available()) GTEST_SKIP() << Device::instance().unavailable_reason();
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
   o.iterations = 1;
   const LayerRunReport r = run_layer(o);
   EXPECT_EQ(r.runtime_compiles, 0);
@@ -124,8 +125,8 @@ TEST(MoeLayerGpu, dsv4FlashF16Nvfp4MatchesTheReference) {
 // inside the capture with the nearest warmed key's diff, compiles and loads nothing, ends the
 // capture, and the stream captures again afterwards.
 TEST(CudaGraphGpu, aWarmedLaunchReplaysAndAPlantedMissIsRefusedWithItsKeyDiff) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
   Device& dev = Device::instance();
-  if (!dev.available()) GTEST_SKIP() << dev.unavailable_reason();
   test::TempDir dir("warmkey-graph-test");
   RuntimeOptions ro;
   ro.cache_dir = dir.path();

@@ -99,8 +99,9 @@ std::vector<equivalence::Nvfp4MoeCase> all_cases() {
 class Nvfp4MoeGpu : public ::testing::TestWithParam<equivalence::Nvfp4MoeCase> {};
 
 TEST_P(Nvfp4MoeGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE_OR_HOST_HALF();
   const equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(GetParam());
+  WARMKEY_GPU_TEST_END_OF_HOST_HALF();
   EXPECT_TRUE(outputs_match(c, equivalence::run_nvfp4_moe(c, gpu_runtime())));
 }
 

@@ -40,8 +40,9 @@ std::string gpu_case_name(const ::testing::TestParamInfo<Case>& info) {
 #define WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Suite, Oracle, Case, cases)                                      \
   class Suite : public ::testing::TestWithParam<Case> {};                                                      \
   TEST_P(Suite, matchesTheReference) {                                                                         \
-    WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();                                                                     \
+    WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE_OR_HOST_HALF();                                                        \
     const ::warmkey::equivalence::NumericCase c = Oracle::make_case(GetParam());                               \
+    WARMKEY_GPU_TEST_END_OF_HOST_HALF();                                                                       \
     EXPECT_TRUE(::warmkey::test::outputs_match(c, Oracle{}.run_on_device(c, ::warmkey::test::gpu_runtime()))); \
   }                                                                                                            \
   INSTANTIATE_TEST_SUITE_P(Cases, Suite, ::testing::ValuesIn(cases), ::warmkey::test::gpu_case_name<Case>)
