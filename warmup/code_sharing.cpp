@@ -300,35 +300,16 @@ bool NvrtcCompiler::can_share(const std::vector<JitKey>& keys) {
 std::vector<CompiledKernel> NvrtcCompiler::compile_shared(const KernelDef& def, const std::vector<JitKey>& keys,
                                                           const std::vector<std::string>& header_names,
                                                           const std::vector<std::string>& header_texts) const {
-  std::vector<const char*> names_c, texts_c;
-  for (std::size_t i = 0; i < header_names.size(); ++i) {
-    names_c.push_back(header_names[i].c_str());
-    texts_c.push_back(header_texts[i].c_str());
-  }
-  const std::string source = program_source(def, keys);
   const std::string program_name = str_cat("warmkey_", def.name, ".cu");
-  NvrtcProgram prog;
-  check_nvrtc(nvrtcCreateProgram(prog.out(), source.c_str(), program_name.c_str(), static_cast<int>(names_c.size()),
-                                 texts_c.data(), names_c.data()),
-              def, keys, "nvrtcCreateProgram", nullptr);
-  std::vector<std::string> digests, expressions, owners;
+  std::vector<std::string> digests, owners;
   for (const JitKey& k : keys) {
     digests.push_back(k.digest());
     owners.push_back(spec_struct_name(digests.back()));
-    expressions.push_back(name_expression(k, owners.back()));
-    check_nvrtc(nvrtcAddNameExpression(prog.get(), expressions.back().c_str()), def, keys, "nvrtcAddNameExpression",
-                prog.get());
   }
-  std::vector<std::string> options{"-arch=" + virtual_arch_of(keys[0].arch)};
-  options.insert(options.end(), keys[0].options.begin(), keys[0].options.end());
-  options.push_back("-I" + cuda_include_dir());
-  std::vector<const char*> options_c;
-  for (const std::string& o : options) options_c.push_back(o.c_str());
-
-  programs_.fetch_add(1);
-  nvrtcResult r = nvrtcCompileProgram(prog.get(), static_cast<int>(options_c.size()), options_c.data());
-  if (r != NVRTC_SUCCESS)
-    fail_program(def, keys, str_cat("compile failed (", nvrtcGetErrorString(r), ")"), nvrtc_program_log(prog.get()));
+  NvrtcProgram prog;
+  programs_.fetch_add(1);  // counted when it fails too
+  const std::vector<std::string> expressions =
+      compile_program(prog, def, keys, header_names, header_texts, virtual_arch_of(keys[0].arch));
   std::size_t ptx_size = 0;
   check_nvrtc(nvrtcGetPTXSize(prog.get(), &ptx_size), def, keys, "nvrtcGetPTXSize", prog.get());
   std::string ptx(ptx_size, '\0');

@@ -60,42 +60,15 @@ std::vector<CompiledKernel> NvrtcCompiler::compile_batch(const KernelDef& def, c
     header_names.push_back(name);
     header_texts.push_back(text);
   }
-  std::vector<const char*> names_c, texts_c;
-  for (std::size_t i = 0; i < header_names.size(); ++i) {
-    names_c.push_back(header_names[i].c_str());
-    texts_c.push_back(header_texts[i].c_str());
-  }
   std::set<std::string> distinct_digests;
   for (const JitKey& k : keys) distinct_digests.insert(k.digest());
   if (share_ && distinct_digests.size() > 1 && can_share(keys))
     return compile_shared(def, keys, header_names, header_texts);
 
-  const std::string source = program_source(def, keys);
-  const std::string program_name = str_cat("warmkey_", def.name, ".cu");
-
   NvrtcProgram prog;
-  check_nvrtc(nvrtcCreateProgram(prog.out(), source.c_str(), program_name.c_str(), static_cast<int>(names_c.size()),
-                                 texts_c.data(), names_c.data()),
-              def, keys, "nvrtcCreateProgram", nullptr);
-
-  std::vector<std::string> digests, expressions;
-  for (const JitKey& k : keys) {
-    digests.push_back(k.digest());
-    expressions.push_back(name_expression(k, spec_struct_name(digests.back())));
-    check_nvrtc(nvrtcAddNameExpression(prog.get(), expressions.back().c_str()), def, keys, "nvrtcAddNameExpression",
-                prog.get());
-  }
-
-  std::vector<std::string> options{"-arch=" + keys[0].arch};
-  options.insert(options.end(), keys[0].options.begin(), keys[0].options.end());
-  options.push_back("-I" + cuda_include_dir());
-  std::vector<const char*> options_c;
-  for (const std::string& o : options) options_c.push_back(o.c_str());
-
-  programs_.fetch_add(1);
-  nvrtcResult r = nvrtcCompileProgram(prog.get(), static_cast<int>(options_c.size()), options_c.data());
-  if (r != NVRTC_SUCCESS)
-    fail_program(def, keys, str_cat("compile failed (", nvrtcGetErrorString(r), ")"), nvrtc_program_log(prog.get()));
+  programs_.fetch_add(1);  // counted when it fails too
+  const std::vector<std::string> expressions =
+      compile_program(prog, def, keys, header_names, header_texts, keys[0].arch);
 
   std::size_t cubin_size = 0;
   check_nvrtc(nvrtcGetCUBINSize(prog.get(), &cubin_size), def, keys, "nvrtcGetCUBINSize", prog.get());
@@ -111,7 +84,7 @@ std::vector<CompiledKernel> NvrtcCompiler::compile_batch(const KernelDef& def, c
     const char* lowered = nullptr;
     check_nvrtc(nvrtcGetLoweredName(prog.get(), expressions[i].c_str(), &lowered), def, keys, "nvrtcGetLoweredName",
                 prog.get());
-    out.push_back(CompiledKernel{keys[i], digests[i], lowered, cubin});
+    out.push_back(CompiledKernel{keys[i], keys[i].digest(), lowered, cubin});
   }
   instantiations_.fetch_add(static_cast<std::int64_t>(keys.size()));
   return out;

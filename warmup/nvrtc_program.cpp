@@ -56,4 +56,34 @@ void check_keys_agree(const KernelDef& def, const std::vector<JitKey>& keys) {
   }
 }
 
+std::vector<std::string> compile_program(NvrtcProgram& prog, const KernelDef& def, const std::vector<JitKey>& keys,
+                                         const std::vector<std::string>& header_names,
+                                         const std::vector<std::string>& header_texts, const std::string& arch) {
+  std::vector<const char*> names_c, texts_c;
+  for (std::size_t i = 0; i < header_names.size(); ++i) {
+    names_c.push_back(header_names[i].c_str());
+    texts_c.push_back(header_texts[i].c_str());
+  }
+  const std::string source = NvrtcCompiler::program_source(def, keys);
+  const std::string program_name = str_cat("warmkey_", def.name, ".cu");
+  check_nvrtc(nvrtcCreateProgram(prog.out(), source.c_str(), program_name.c_str(), static_cast<int>(names_c.size()),
+                                 texts_c.data(), names_c.data()),
+              def, keys, "nvrtcCreateProgram", nullptr);
+  std::vector<std::string> expressions;
+  for (const JitKey& k : keys) {
+    expressions.push_back(name_expression(k, spec_struct_name(k.digest())));
+    check_nvrtc(nvrtcAddNameExpression(prog.get(), expressions.back().c_str()), def, keys, "nvrtcAddNameExpression",
+                prog.get());
+  }
+  std::vector<std::string> options{"-arch=" + arch};
+  options.insert(options.end(), keys[0].options.begin(), keys[0].options.end());
+  options.push_back("-I" + NvrtcCompiler::cuda_include_dir());
+  std::vector<const char*> options_c;
+  for (const std::string& o : options) options_c.push_back(o.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(prog.get(), static_cast<int>(options_c.size()), options_c.data());
+  if (r != NVRTC_SUCCESS)
+    fail_program(def, keys, str_cat("compile failed (", nvrtcGetErrorString(r), ")"), nvrtc_program_log(prog.get()));
+  return expressions;
+}
+
 }  // namespace warmkey

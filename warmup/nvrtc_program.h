@@ -42,4 +42,12 @@ void check_nvrtc(nvrtcResult r, const KernelDef& def, const std::vector<JitKey>&
 // Every key of a program must carry the arch, options and NVRTC version the program is built with.
 void check_keys_agree(const KernelDef& def, const std::vector<JitKey>& keys);
 
+// Creates `prog` from the program text of `keys` (NvrtcCompiler::program_source) with the kernel's
+// device sources as named headers, adds one name expression per key, and compiles it for `arch`
+// (a real arch for a cubin, a virtual one for PTX) with the keys' options and the CUDA include
+// folder. Returns the name expressions in key order; throws CompileError as fail_program does.
+std::vector<std::string> compile_program(NvrtcProgram& prog, const KernelDef& def, const std::vector<JitKey>& keys,
+                                         const std::vector<std::string>& header_names,
+                                         const std::vector<std::string>& header_texts, const std::string& arch);
+
 }  // namespace warmkey
