@@ -4,6 +4,7 @@
 // one the launch runs (ci/mutation-triage.json: the em_base of the shrink).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 
 #include "equivalence/oracles/fused_moe.h"
@@ -62,6 +63,46 @@ TEST(FusedMoeCaseBuilder, theCaseOfALaunchHasTheLaunchsCompileKey) {
       EXPECT_NO_THROW(kernel.validate(back)) << c.label;
       EXPECT_EQ(kernel.dispatch(back), kernel.dispatch(a)) << c.label;
     }
+  }
+}
+
+// A scale element as the kernel reads it: f32 as is, ue8m0 as 2^(v - 127).
+double scale_at(const equivalence::HostTensor& t, std::int64_t i) {
+  return t.dtype == DType::ue8m0 ? std::ldexp(1.0, static_cast<int>(t.get_int(i)) - 127) : t.get_float(i);
+}
+
+// The reference of an fp8 case is the block-scaled product of the case's own inputs, recomputed
+// here entry by entry (the naive layout: entry i is token i / top_k through expert expert_ids[i]).
+TEST(FusedMoeCaseBuilder, fp8ReferenceIsTheBlockScaledProductOfTheInputs) {
+  for (DType sd : {DType::f32, DType::ue8m0}) {
+    equivalence::FusedMoeCase p;
+    p.num_tokens = 3;
+    p.route_k = 2;
+    p.num_experts = 4;
+    p.n = 256;  // two scale blocks along N and along K
+    p.k = 256;
+    p.dtype = DType::f8e4m3;
+    p.scale_dtype = sd;
+    p.naive = true;
+    const equivalence::NumericCase c = equivalence::make_fused_moe_case(p);
+    const equivalence::HostTensor &a = c.input("a"), &b = c.input("b"), &as = c.input("a_scale"),
+                                  &bs = c.input("b_scale"), &ids = c.input("expert_ids");
+    const equivalence::HostTensor& want = c.expected_output("c");
+    const std::int64_t kb = p.k / 128, nb = (p.n + 127) / 128;
+    bool nonzero = false;
+    for (std::int64_t i = 0; i < p.num_valid(); ++i) {
+      const std::int64_t t = i / p.route_k, e = ids.get_int(i);
+      for (std::int64_t n = 0; n < p.n; ++n) {
+        double sum = 0;
+        for (std::int64_t k = 0; k < p.k; ++k)
+          sum += static_cast<double>(a.get_float(t * p.k + k)) * b.get_float((e * p.n + n) * p.k + k) *
+                 scale_at(as, t * kb + k / 128) * scale_at(bs, (e * nb + n / 128) * kb + k / 128);
+        ASSERT_NEAR(want.get_float(i * p.n + n), sum, 1e-2 * std::abs(sum) + 1e-3)
+            << dtype_name(sd) << " entry " << i << " n " << n;
+        nonzero = nonzero || sum != 0;
+      }
+    }
+    EXPECT_TRUE(nonzero) << dtype_name(sd);
   }
 }
 
