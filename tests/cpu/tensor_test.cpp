@@ -36,5 +36,13 @@ TEST(Tensor, aDimOutsideTheTensorIsAnInputErrorNamingTensorAndDim) {
   }
 }
 
+// A view's text names its sizes, then strides when it is not contiguous, then its offset.
+TEST(Tensor, textNamesSizesStridesOfAViewAndOffset) {
+  const std::int64_t sizes[] = {3, 5}, strides[] = {8, 1};
+  EXPECT_EQ(Tensor::meta(DType::bf16, {3, 5}).to_string(), "bf16[3,5] (meta)");
+  EXPECT_EQ(Tensor::meta_strided(DType::bf16, sizes, strides).to_string(), "bf16[3,5]/strides(8,1) (meta)");
+  EXPECT_EQ(Tensor::meta_strided(DType::f32, sizes, strides, 4).to_string(), "f32[3,5]/strides(8,1)@+4 (meta)");
+}
+
 }  // namespace
 }  // namespace warmkey
