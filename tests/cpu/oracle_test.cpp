@@ -79,6 +79,17 @@ TEST(HostTensor, elementAccessOutsideTheStorageIsAnErrorNamingTheTensor) {
   EXPECT_NE(error_of([&] { (void)f.get_float(3); }), "");
 }
 
+// fill_uniform is the case rng's draws in order, rounded to the dtype (only a first element that
+// rounds to zero would be replaced: a case is never all zeros).
+TEST(HostTensor, uniformFillIsTheRngsDrawsInOrder) {
+  for (std::uint64_t seed : {1u, 2u, 3u, 4u}) {
+    equivalence::HostTensor t = equivalence::HostTensor::zeros("x", DType::f32, {5});
+    spaces::CaseRng fill(seed), want(seed);
+    equivalence::fill_uniform(fill, t, -1, 3);
+    for (std::int64_t i = 0; i < 5; ++i) EXPECT_EQ(t.get_float(i), static_cast<float>(want.uniform(-1, 3))) << i;
+  }
+}
+
 TEST(Npy, writesNumpyHeadersAndReadsThemBack) {
   test::TempDir dir;
   equivalence::HostTensor t = equivalence::HostTensor::zeros("x", DType::bf16, {2, 3});
