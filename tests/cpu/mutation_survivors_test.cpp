@@ -1,13 +1,15 @@
 // Small claims that a sampled mutation campaign found no test for (ci/mutation-triage.json names
 // the mutant each one kills): a one-way pick, the property table, an nvfp4 layer with an expert
-// bias.
+// bias, a key no warmup input can have, the batched reference's shape checks.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
 #include "equivalence/property.h"
+#include "kernels/eplb_map/eplb_map.h"
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
+#include "reference/batched_moe.h"
 #include "spaces/byte_draw.h"
 #include "spaces/nvfp4_moe.h"
 #include "warmup/model_config.h"
@@ -47,6 +49,34 @@ TEST(Nvfp4MoeSpace, servingArgsWithAnExpertBiasAreValid) {
     ASSERT_TRUE(a.bias.has_value());
     EXPECT_NO_THROW(Nvfp4Moe{}.validate(a));
   }
+}
+
+// warmup_inputs of an eplb_map key whose block size no entry count gives names the kernel, the
+// field and the value (keys come from files too: a hand-edited manifest).
+TEST(EplbMapKey, aBlockSizeNoEntryCountGivesIsAnInputErrorNamingIt) {
+  const EplbMap kernel;
+  const CompileKey k = kernel.warmup_keys(load_config("dsv4-flash-ep8-eplb")).front().with("block_size", 3);
+  try {
+    (void)kernel.warmup_inputs(k);
+    ADD_FAILURE() << "accepted " << k;
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("eplb_map"), m.npos) << m;
+    EXPECT_NE(m.find("block_size"), m.npos) << m;
+    EXPECT_NE(m.find("no entry count gives block size 3"), m.npos) << m;
+  }
+}
+
+// The batched reference refuses weights of another K and scales on one side only.
+TEST(BatchedMoeReference, refusesInconsistentShapes) {
+  const reference::RowMatrixXf a = reference::RowMatrixXf::Ones(4, 128), b_bad_k = reference::RowMatrixXf::Ones(6, 64);
+  const reference::RowMatrixXf b = reference::RowMatrixXf::Ones(6, 128), scales = reference::RowMatrixXf::Ones(4, 1);
+  reference::RowMatrixXf c = reference::RowMatrixXf::Zero(4, 3);
+  reference::IndexVector counts(2);
+  counts << 2, 1;
+  EXPECT_NO_THROW(reference::batched_moe(a, b, c, counts, 2, std::nullopt, std::nullopt, DType::f32));
+  EXPECT_THROW(reference::batched_moe(a, b_bad_k, c, counts, 2, std::nullopt, std::nullopt, DType::f32), Error);
+  EXPECT_THROW(reference::batched_moe(a, b, c, counts, 2, scales, std::nullopt, DType::f32), Error);
 }
 
 }  // namespace
