@@ -27,6 +27,16 @@ std::string index_text(std::int64_t i, const std::vector<std::int64_t>& shape) {
   return shape_text(idx);
 }
 
+// NOTES: element access is checked against the storage in every build. An oracle's off-by-one (a
+// fill loop to <= numel()) otherwise writes past the bytes silently in release builds, where only
+// ASan would see it (a survivor of ci/mutation-campaign); one compare per element costs nothing
+// next to the dtype switch of host_dtype.h.
+std::int64_t checked(const HostTensor& t, std::int64_t i) {
+  const std::int64_t n = static_cast<std::int64_t>(t.bytes.size()) / dtype_size(t.dtype);
+  if (i < 0 || i >= n) throw Error(str_cat(t.to_string(), ": element ", i, " is outside its ", n, " elements"));
+  return i;
+}
+
 std::string value_text(const HostTensor& t, std::int64_t i) {
   if (dtype_is_float(t.dtype)) {
     std::ostringstream os;
@@ -131,10 +141,10 @@ std::int64_t HostTensor::numel() const {
   return n;
 }
 
-float HostTensor::get_float(std::int64_t i) const { return load_float(dtype, bytes.data(), i); }
-void HostTensor::set_float(std::int64_t i, float v) { store_float(dtype, bytes.data(), i, v); }
-std::int64_t HostTensor::get_int(std::int64_t i) const { return load_int(dtype, bytes.data(), i); }
-void HostTensor::set_int(std::int64_t i, std::int64_t v) { store_int(dtype, bytes.data(), i, v); }
+float HostTensor::get_float(std::int64_t i) const { return load_float(dtype, bytes.data(), checked(*this, i)); }
+void HostTensor::set_float(std::int64_t i, float v) { store_float(dtype, bytes.data(), checked(*this, i), v); }
+std::int64_t HostTensor::get_int(std::int64_t i) const { return load_int(dtype, bytes.data(), checked(*this, i)); }
+void HostTensor::set_int(std::int64_t i, std::int64_t v) { store_int(dtype, bytes.data(), checked(*this, i), v); }
 
 std::string HostTensor::to_string() const {
   return str_cat(name, ": ", dtype_name(dtype), shape_text(shape), align_offset ? str_cat("@+", align_offset) : "");

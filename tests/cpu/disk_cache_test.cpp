@@ -389,6 +389,7 @@ TEST(DiskCache, otherVersionsFilesAreNeverReadChangedOrRemoved) {
   EXPECT_TRUE(cache.load(e.key).has_value());
   DiskCache::Stats s = cache.stats();
   ASSERT_EQ(s.other_versions.size(), 2u);
+  for (const std::string& v : s.other_versions) EXPECT_NE(v.find("another warmkey version; left alone"), v.npos) << v;
   cache.prune(std::chrono::seconds(0));
   EXPECT_EQ(read_all(legacy), "format 1 entry");
   EXPECT_EQ(read_all(future), "format 3 entry");

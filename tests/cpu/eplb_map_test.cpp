@@ -196,6 +196,11 @@ TEST(EplbMapValidation, errorsNameKernelFieldAndValue) {
       {"record shape", [](auto& a) { a.record = Tensor::meta(DType::i32, {2}); }, "record", "size 2"},
       {"record dtype", [](auto& a) { a.record = Tensor::meta(DType::boolean, {1}); }, "record", "bool"},
       {"load dtype", [](auto& a) { a.load = Tensor::meta(DType::i64, {288}); }, "load", "i64"},
+      {"load rank",
+       [](auto& a) {
+         a.load = Tensor::meta(DType::i32, {288, 1});
+       },
+       "load", "2 dimensions"},
       {"out dtype",
        [](auto& a) {
          a.out = Tensor::meta(DType::i64, {7, 6});
@@ -218,6 +223,21 @@ TEST(EplbMapValidation, errorsNameKernelFieldAndValue) {
 }
 
 // ---- the heuristic and the key -----------------------------------------------------------------
+
+// The grid covers every (token, slot) entry with no block left over, at and around each boundary
+// of a block's items (the grid is no key field: a short grid shows only as unmapped ids on a GPU).
+TEST(EplbMapLaunch, gridCoversEveryEntryExactly) {
+  for (std::int64_t k : {6, 1}) {  // one slot per token: an odd entry count one past a block
+    for (std::int64_t tokens : {1, 85, 86, 171, 513, 1000, 8192}) {
+      EplbMapArgs a = valid_args(tokens);
+      a.ids = a.out = Tensor::meta(DType::i32, {tokens, k});
+      const LaunchSpec s = kKernel.launch_spec(a);
+      const std::int64_t per_block = static_cast<std::int64_t>(s.block[0]) * kEplbMapItems, numel = tokens * k;
+      EXPECT_GE(static_cast<std::int64_t>(s.grid[0]) * per_block, numel) << tokens;
+      EXPECT_LT(static_cast<std::int64_t>(s.grid[0] - 1) * per_block, numel) << tokens;
+    }
+  }
+}
 
 TEST(EplbMapKey, blockSizeSwitchesAfter1024Entries) {
   EXPECT_EQ(eplb_map_block_size(1), 128);

@@ -154,5 +154,16 @@ TEST(VerifyReportJson, hasTheFieldsCiReads) {
   }
 }
 
+// A registered kernel without an input space is named in the text and the JSON, never dropped
+// silently (every shipped kernel has a space, so only a hand-made report shows it).
+TEST(VerifyReportJson, namesKernelsWithoutAnInputSpace) {
+  VerifyReport r;
+  r.configs = {"tiny"};
+  r.unverified = {"my_kernel"};
+  EXPECT_NE(r.to_text().find("  my_kernel: no input space in spaces/ (not verified)\n"), std::string::npos)
+      << r.to_text();
+  EXPECT_EQ(r.to_json()["unverified"], nlohmann::json::array({"my_kernel"}));
+}
+
 }  // namespace
 }  // namespace warmkey::equivalence

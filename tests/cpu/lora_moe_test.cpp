@@ -86,6 +86,11 @@ TEST(LoraMoeValidation, errorsNameKernelFieldAndValue) {
        },
        "src", "size 0"},
       {"idx rows", false, [](auto& a) { a.idx = Tensor::meta(DType::i64, {11}); }, "idx", "size 11"},
+      {"weights in unpermute", false,
+       [](auto& a) {
+         a.weights = Tensor::meta(DType::f32, {2, 6});
+       },
+       "weights", "given"},
       {"delta in unpermute", false,
        [](auto& a) {
          a.delta = Tensor::meta(DType::bf16, {2, 6, 64});

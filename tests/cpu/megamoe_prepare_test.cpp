@@ -70,6 +70,9 @@ TEST(MegamoePrepareValidation, errorsNameKernelFieldAndValue) {
   a.topk_ids = Tensor::meta(DType::i32, {7, 6});
   test::expect_rejected(kKernel, a, "topk_ids", "i32");
   a = good;
+  a.topk_ids = Tensor::meta(DType::i64, {7, 65});  // K is a constexpr: at most 64
+  test::expect_rejected(kKernel, a, "topk_ids", "65");
+  a = good;
   a.num_tokens = 8;
   test::expect_rejected(kKernel, a, "num_tokens", "8");
 }

@@ -55,6 +55,41 @@ TEST(CompareOutputs, integersExactAndAllZeroReferencesRefused) {
   EXPECT_NE(r.text().find("all zeros"), std::string::npos);
 }
 
+// The message of the Error `f` throws (empty when it throws none).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// An oracle's off-by-one past a tensor (a fill loop to <= numel()) is an error in every build, not
+// a silent write that only ASan sees (ci/mutation-triage.json: the dsv4_topk oracle's hash table).
+TEST(HostTensor, elementAccessOutsideTheStorageIsAnErrorNamingTheTensor) {
+  equivalence::HostTensor t = equivalence::HostTensor::zeros("tid2eid", DType::i32, {2, 3});
+  t.set_int(5, 7);
+  EXPECT_EQ(t.get_int(5), 7);
+  EXPECT_EQ(error_of([&] { t.set_int(6, 1); }), "tid2eid: i32[2,3]: element 6 is outside its 6 elements");
+  EXPECT_EQ(error_of([&] { (void)t.get_int(-1); }), "tid2eid: i32[2,3]: element -1 is outside its 6 elements");
+  equivalence::HostTensor f = equivalence::HostTensor::zeros("x", DType::bf16, {3});
+  EXPECT_EQ(error_of([&] { f.set_float(3, 1.0f); }), "x: bf16[3]: element 3 is outside its 3 elements");
+  EXPECT_NE(error_of([&] { (void)f.get_float(3); }), "");
+}
+
+// fill_uniform is the case rng's draws in order, rounded to the dtype (only a first element that
+// rounds to zero would be replaced: a case is never all zeros).
+TEST(HostTensor, uniformFillIsTheRngsDrawsInOrder) {
+  for (std::uint64_t seed : {1u, 2u, 3u, 4u}) {
+    equivalence::HostTensor t = equivalence::HostTensor::zeros("x", DType::f32, {5});
+    spaces::CaseRng fill(seed), want(seed);
+    equivalence::fill_uniform(fill, t, -1, 3);
+    for (std::int64_t i = 0; i < 5; ++i) EXPECT_EQ(t.get_float(i), static_cast<float>(want.uniform(-1, 3))) << i;
+  }
+}
+
 TEST(Npy, writesNumpyHeadersAndReadsThemBack) {
   test::TempDir dir;
   equivalence::HostTensor t = equivalence::HostTensor::zeros("x", DType::bf16, {2, 3});
