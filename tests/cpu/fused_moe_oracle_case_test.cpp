@@ -54,7 +54,7 @@ TEST(FusedMoeCaseBuilder, theCaseOfALaunchHasTheLaunchsCompileKey) {
     const ModelConfig config = load_config(l.config);
     for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(config)) {
       spaces::FusedMoeSpace::Layout layout;
-      layout.naive = spaces::FusedMoeSpace::naive_for(config, l.tokens);
+      layout.naive = spaces::expert_gemm::naive_for(config, l.tokens);
       layout.align_experts = config.num_local_experts();
       layout.spare = layout.naive ? 0 : l.spare;
       const FusedMoeArgs a = spaces::FusedMoeSpace::serving_args(config, g, l.tokens, 0, layout, false);

@@ -18,7 +18,7 @@ void expect_one_layout_per_size(const char* config_name) {
   for (std::int64_t t : {1, 2, 64, 1000}) {
     spaces::ServingBatch b;
     b.num_tokens = t;
-    const bool naive = Space::naive_for(config, t);
+    const bool naive = spaces::expert_gemm::naive_for(config, t);
     const auto variants = Space::replay(spaces::ReplayContext{config, b, eplb});
     ASSERT_FALSE(variants.empty()) << config_name << " T=" << t;
     for (const auto& v : variants) {
