@@ -84,9 +84,10 @@ class Replayer {
       add(k, finding("invalid launch", k, b, l, str_cat("runtime lookup failed: ", e.what())), e.what());
       return false;
     }
-    k.stats.runtime_disk_hits += refused.empty() && source == HitSource::disk ? 1 : 0;
-    k.stats.runtime_bundle_hits += refused.empty() && source == HitSource::bundle ? 1 : 0;
-    const bool compiled = refused.empty() && source == HitSource::compile;
+    // `source` stays memory when the lookup was refused: only a served lookup names a store.
+    k.stats.runtime_disk_hits += source == HitSource::disk ? 1 : 0;
+    k.stats.runtime_bundle_hits += source == HitSource::bundle ? 1 : 0;
+    const bool compiled = source == HitSource::compile;
     const bool unwarmed = o_.warmed && !o_.warmed->count(*l.bound);
     if (refused.empty() && !compiled && !unwarmed) return true;
     const JitKey jk = rt_.jit_key(*l.bound);

@@ -90,7 +90,7 @@ int import_bundle(const BundleCliOptions& o) {
       continue;
     }
     switch (hit.source) {
-      case HitSource::bundle: (disk->store(*hit.kernel) ? installed : failed_writes) += 1; break;
+      case HitSource::bundle: ++(disk->store(*hit.kernel) ? installed : failed_writes); break;
       case HitSource::disk: ++present; break;
       case HitSource::memory: break;
       case HitSource::compile:  // the monitor is in error mode: a compile would have thrown
