@@ -575,7 +575,11 @@ void BM_nvfp4_moe(benchmark::State& state) {
   Nvfp4Weights& w = nvfp4_weights(layer);
   const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
   const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
-  const FusedMoeTile tile = nvfp4_moe_tile(nv, kExperts);
+  // staged = 1: the decode batch on the staged tile (BLOCK_K 64) the streaming one replaced, an A/B
+  // in the same run.
+  const bool staged = state.range(3) != 0;
+  FusedMoeTile tile = nvfp4_moe_tile(nv, kExperts, k);
+  if (staged && tile.block_k == 128) tile = FusedMoeTile{16, 64, 64, 1, 4, 6};
   const Layout layout = align(ids, tile.block_m);
   const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
   DeviceBuffer a_buf = dev.alloc(static_cast<std::size_t>(m * k * 2));
@@ -602,6 +606,7 @@ void BM_nvfp4_moe(benchmark::State& state) {
     args.num_tokens_post_padded = Tensor::view(DType::i32, post.data(), {1});
   }
   args.top_k = top_k;
+  args.tile = tile;
   const Nvfp4Moe kernel;
   kernel.validate(args);
   const LaunchSpec spec = kernel.launch_spec(args);
@@ -647,11 +652,13 @@ void BM_nvfp4_moe(benchmark::State& state) {
 }
 
 void nvfp4_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"layer", "T", "skewed"});
+  b->ArgNames({"layer", "T", "skewed", "staged"});
   for (int layer : {kW13, kW2}) {
-    for (std::int64_t t : {1, 8, 64, 256}) b->Args({layer, t, kUniform});
+    for (std::int64_t t : {1, 8, 64, 256}) {
+      for (int staged : {0, 1}) b->Args({layer, t, kUniform, staged});
+    }
     for (std::int64_t t : {2048, 8192}) {
-      for (int r : {kUniform, kSkewed}) b->Args({layer, t, r});
+      for (int r : {kUniform, kSkewed}) b->Args({layer, t, r, 0});
     }
   }
 }

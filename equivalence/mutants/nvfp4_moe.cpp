@@ -67,6 +67,25 @@ class WarmupMissesTokenBucket : public Base {
   }
 };
 
+// #11: warmup's heuristic is not told K, so it enumerates the staged decode tile (BLOCK_K 64, 4
+// warps, 6 stages) where dispatch streams (BLOCK_K 128, K % 128 == 0): every decode key of the
+// serving GEMMs is missing from the warm set.
+class WarmupDecodeTileIgnoresK : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) {
+      if (k.get_int("block_k") == 128)
+        keys.push_back(
+            k.with("block_k", std::int64_t{64}).with("warps", std::int64_t{4}).with("stages", std::int64_t{6}));
+      else
+        keys.push_back(k);
+    }
+    return keys;
+  }
+};
+
 // #8 / #5: the output dtype missing from the key; warmup then builds bf16 outputs for every key,
 // so an f16 (or f32) model's binaries are never compiled.
 class KeyWithoutOutDtype : public Base {
@@ -158,6 +177,14 @@ std::vector<Mutant> nvfp4_moe_mutants() {
        config,
        false,
        make_mutant<WarmupMissesTokenBucket>()},
+      {"nvfp4_moe.warmup_decode_tile_ignores_k",
+       k,
+       11,
+       "warmup_keys enumerates the staged decode tile where dispatch streams (the heuristic not told K)",
+       {"P4", "P2"},
+       config,
+       false,
+       make_mutant<WarmupDecodeTileIgnoresK>()},
       {"nvfp4_moe.key_without_out_dtype",
        k,
        8,

@@ -38,7 +38,7 @@ std::uint8_t scale_code(spaces::CaseRng& rng) {
 
 double nvfp4_moe_rel_tolerance(DType dtype, DType out_dtype) { return fused_moe_rel_tolerance(dtype, out_dtype); }
 
-FusedMoeTile Nvfp4MoeCase::effective_tile() const { return tile ? *tile : nvfp4_moe_tile(num_valid(), num_experts); }
+FusedMoeTile Nvfp4MoeCase::effective_tile() const { return tile ? *tile : nvfp4_moe_tile(num_valid(), num_experts, k); }
 
 std::string Nvfp4MoeCase::label() const { return ec::label(*this, "", effective_tile()); }
 

@@ -18,6 +18,8 @@ constexpr std::string_view kName = "nvfp4_moe";
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: constexprs, bounded
 constexpr std::int64_t kBlockK = 64;                     // elements per k-tile (128 bytes of bf16/f16)
+constexpr std::int64_t kStreamBlockK = 128;              // the streaming path's k-step (nvfp4_moe.cuh)
+constexpr std::int64_t kLutBytes = 256 * 32 * 4;         // its byte table: 32 copies of 256 pairs
 constexpr std::int64_t kScaleGroup = 16;                 // elements per e4m3 scale
 constexpr std::initializer_list<DType> kActDTypes = {DType::bf16, DType::f16};
 using expert_gemm::ceil_div;
@@ -27,9 +29,12 @@ using expert_gemm::kMaxSharedBytes;
 
 // ---- heuristic --------------------------------------------------------------------------------
 
-FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts) {
+FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts, std::int64_t k) {
   const std::int64_t e = std::max<std::int64_t>(num_experts, 1);
-  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) return {16, 64, kBlockK, 1, 4, 6};
+  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) {
+    if (k % kStreamBlockK == 0) return {16, 64, kStreamBlockK, 1, 8, 1};  // streaming: weights straight to registers
+    return {16, 64, kBlockK, 1, 4, 6};
+  }
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e) return {32, 64, kBlockK, 1, 4, 4};
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return {64, 128, kBlockK, 8, 4, 4};
   return {128, 128, kBlockK, 8, 8, 3};
@@ -40,11 +45,20 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 }
 
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
+  if (t.block_k == kStreamBlockK) return kLutBytes + t.block_m * 4;
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
          t.block_m * 4 + 256 * 4;
 }
 
 std::string nvfp4_moe_tile_problem(const FusedMoeTile& t) {
+  if (t.block_k == kStreamBlockK) {  // the streaming path: one m16 tile, no stages
+    if (t.block_m != 16) return str_cat("block_m ", t.block_m, " must be 16 with block_k 128 (the streaming path)");
+    if (t.block_n != 32 && t.block_n != 64) return str_cat("block_n ", t.block_n, " is not 32 or 64 with block_k 128");
+    if (t.warps != 4 && t.warps != 8) return str_cat("warps ", t.warps, " is not 4 or 8 with block_k 128");
+    if (t.stages != 1) return str_cat("stages ", t.stages, " must be 1 with block_k 128 (nothing is staged)");
+    if (t.group_m < 1 || t.group_m > 64) return str_cat("group_m ", t.group_m, " is outside [1, 64]");
+    return "";
+  }
   const std::string shape =
       expert_gemm::tile_shape_problem(t, {64, 128}, kBlockK, " (one 128-byte row of bf16/f16)", {4, 8}, true);
   if (!shape.empty()) return shape;
@@ -80,7 +94,7 @@ const KernelDef& Nvfp4Moe::kernel_def() {
 
 FusedMoeTile Nvfp4Moe::tile_of(const Args& a) {
   if (a.tile) return *a.tile;
-  return nvfp4_moe_tile(a.a.size(0) * a.top_k, a.b.size(0));
+  return nvfp4_moe_tile(a.a.size(0) * a.top_k, a.b.size(0), a.a.size(1));
 }
 
 std::vector<Nvfp4Moe::Gemm> Nvfp4Moe::config_gemms(const ModelConfig& c) {
@@ -97,10 +111,11 @@ bool Nvfp4Moe::used_by(const ModelConfig& config) const {
 std::vector<CompileKey> Nvfp4Moe::warmup_keys(const ModelConfig& config) const {
   const std::int64_t e_local = config.num_local_experts(), k_route = config.num_experts_per_tok;
   const std::vector<std::int64_t> cuts = expert_gemm::layout_cuts(config, &nvfp4_moe_token_boundaries);
-  const std::vector<expert_gemm::LayoutBucket> buckets =
-      expert_gemm::layout_buckets(config, cuts, [&](std::int64_t lo) { return nvfp4_moe_tile(lo * k_route, e_local); });
   std::vector<CompileKey> keys;
   for (const Gemm& g : config_gemms(config)) {
+    // The tile depends on K (the streaming path needs K % 128 == 0): buckets per GEMM.
+    const std::vector<expert_gemm::LayoutBucket> buckets = expert_gemm::layout_buckets(
+        config, cuts, [&](std::int64_t lo) { return nvfp4_moe_tile(lo * k_route, e_local, g.k); });
     KeySpace space{std::string(kName)};
     space.choices("dtype", {g.dtype})
         .choices("out_dtype", {g.out_dtype})
@@ -157,6 +172,8 @@ void Nvfp4Moe::validate(const Args& a) const {
   // the tile
   const FusedMoeTile tile = tile_of(a);
   if (const std::string p = nvfp4_moe_tile_problem(tile); !p.empty()) fail_input(kName, "tile", p);
+  check_input(k % tile.block_k == 0, kName, "tile", "K = ", k, " (", a.a.meta(), ") is not a multiple of block_k ",
+              tile.block_k);
 
   expert_gemm::validate_layout(kName, a, num_valid, e, tile.block_m);
 }
@@ -181,6 +198,7 @@ Nvfp4MoeArgs Nvfp4Moe::warmup_inputs(const CompileKey& key) const {
   // key's constraints keep a positive multiple of it, and the row count M is searched upward from 1:
   // no dimension of a warmup input can become 0.
   check_input(k >= kBlockK && k % kBlockK == 0, kName, "k", k, " is not a positive multiple of 64 (", key, ")");
+  check_input(k % tile.block_k == 0, kName, "k", k, " is not a multiple of block_k ", tile.block_k, " (", key, ")");
   check_input(n >= 8 && tile.block_m >= 1, kName, "n", n, " or block_m ", tile.block_m, " is too small (", key, ")");
   const expert_gemm::WarmupRows rows = expert_gemm::warmup_rows(kName, key, top_k, tile.block_m);
 

@@ -24,6 +24,22 @@
 //   so the decode rounds nothing; the per-expert fp32 global scale multiplies the fp32 sums in the
 //   epilogue. An e4m3 scale byte 0x7f/0xff is NaN and poisons its group, as it should.
 // - Weight rows past N are copied as zeros (their outputs are never stored).
+// - The streaming path (BLOCK_K 128, the decode tiles: BLOCK_M 16): no staging of B. Each warp
+//   takes every WARPS-th 128-element k-step of the block's BLOCK_N weight rows; per n8 tile a
+//   thread loads 16 packed bytes (32 elements: k0 .. k0 + 31, k0 = 128 c + 32 t4) of weight row
+//   n0 + 8 j + g straight into registers with the two e4m3 scales of those 32 elements, decodes
+//   them through the byte table and runs 8 mma k-steps over them. The mma's k slots are a
+//   permutation of the actual k: in step s, slots 2 t4 + {0, 1} hold k0 + 4 s + {0, 1} and slots
+//   2 t4 + 8 + {0, 1} hold k0 + 4 s + {2, 3}, for A (rows g and g + 8: 32 contiguous elements a
+//   row, loaded 16 bytes at a time) as for B, so each thread's bytes are contiguous in memory and
+//   every slot pairs the same k on both sides (k0 depends on t4 alone). A sum is a sum in any
+//   order: the products are the staged path's. The warps' partial sums meet in shared memory (a
+//   fixed order: bitwise deterministic), then BLOCK_N / 16 warps run the common epilogue.
+// - Its table holds 32 copies of the 256 byte -> pair entries, entry x of lane l's copy at word
+//   32 x + l: a warp's 32 lookups fall on 32 distinct banks whatever the bytes (one copy: about 3.5
+//   wavefronts per lookup on random codes, the shared-memory pipe's limit before HBM's). The 32 KiB
+//   hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles: N % 8 == 0) are
+//   neither loaded nor multiplied.
 
 namespace wk::nvfp4 {
 
@@ -91,56 +107,85 @@ __device__ __forceinline__ uint4 decode8(unsigned packed, unsigned scale2, const
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// ---- the streaming path (BLOCK_K 128) ----------------------------------------------------------
+
+inline constexpr int kStreamK = 128;   // elements of one warp k-step
+inline constexpr int kLutCopies = 32;  // one table copy per bank
+inline constexpr int kLutWords = 256 * kLutCopies;
+
+// 16 bytes of A's row `row` at element k (T = bf16/f16): one vector load when A is 16-byte
+// aligned (row strides are validated multiples of 16 bytes), else element by element; zeros for a
+// padding row (null).
+template <class T>
+__device__ __forceinline__ uint4 load_a16(const T* row, int k, bool vec) {
+  if (row == nullptr) return make_uint4(0, 0, 0, 0);
+  if (vec) return __ldg(reinterpret_cast<const uint4*>(row + k));
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned lo = __ldg(reinterpret_cast<const unsigned short*>(row + k + 2 * i));
+    const unsigned hi = __ldg(reinterpret_cast<const unsigned short*>(row + k + 2 * i + 1));
+    w[i] = lo | (hi << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ unsigned word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The pair of T for byte `bp` of `word` from this lane's table copy (lut = table + lane).
+__device__ __forceinline__ unsigned lookup(const unsigned* lut, unsigned word, int bp) {
+  return lut[((word >> (8 * bp)) & 0xffu) * kLutCopies];
+}
+
 }  // namespace wk::nvfp4
 
+// The streaming path (BLOCK_K 128: the decode tiles), NOTES above.
 template <class S>
-__global__ void __launch_bounds__(32 * S::WARPS)
-    nvfp4_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
-                     const typename S::b_global_scale_t* b_global_scale, typename S::c_t* c,
-                     const typename S::bias_t* bias, const typename S::topk_weights_t* topk_weights,
-                     const typename S::sorted_token_ids_t* sorted_token_ids, const typename S::expert_ids_t* expert_ids,
-                     const typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::em_t em,
-                     typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
-                     typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm,
-                     typename S::stride_bias_t stride_bias) {
-  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
+__device__ __forceinline__ void nvfp4_moe_stream(
+    const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
+    const typename S::b_global_scale_t* b_global_scale, typename S::c_t* c, const typename S::bias_t* bias,
+    const typename S::topk_weights_t* topk_weights, const typename S::sorted_token_ids_t* sorted_token_ids,
+    const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
+    typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+    typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias) {
   using T = typename S::a_t;
   constexpr int kN = static_cast<int>(S::N);
   constexpr int kK = static_cast<int>(S::K);
   constexpr int kTopK = static_cast<int>(S::TOP_K);
   constexpr int kBM = static_cast<int>(S::BLOCK_M);
   constexpr int kBN = static_cast<int>(S::BLOCK_N);
+  constexpr int kWarps = static_cast<int>(S::WARPS);
+  constexpr int kThreads = 32 * kWarps;
   constexpr int kGroupM = static_cast<int>(S::GROUP_M);
-  using Cfg = wk::gemm::Tile<T, kBM, kBN, static_cast<int>(S::WARPS), static_cast<int>(S::STAGES)>;
-  constexpr int kThreads = Cfg::kThreads;
-  constexpr int kMI = Cfg::kMI, kNI = Cfg::kNI;
   constexpr bool kNaive = S::sorted_token_ids_none;
   constexpr bool kHasBias = !S::bias_none;
   constexpr bool kMulWeight = !S::topk_weights_none;
   constexpr int kNumPidN = (kN + kBN - 1) / kBN;
-  constexpr int kBK = Cfg::kElemsPerRow;  // 64
-  constexpr int kKTiles = kK / kBK;
-  constexpr int kPackedRow = kK / 2;    // bytes of one weight row
-  constexpr int kScaleRow = kK / 16;    // scales of one weight row
-  constexpr int kPackedTile = kBK / 2;  // 32 bytes per row per k-tile
-  constexpr int kScaleTile = kBK / 16;  // 4 scales per row per k-tile
-  constexpr int kRawOff = kBM * wk::gemm::kRowBytes;
-  constexpr int kScaleOff = kRawOff + kBN * kPackedTile;
-  constexpr int kStageBytes = kScaleOff + kBN * kScaleTile;
-  constexpr int kDecodedOff = static_cast<int>(S::STAGES) * kStageBytes;
+  constexpr int kTiles = kBN / 8;  // n8 tiles of the block
+  constexpr int kSteps = kK / wk::nvfp4::kStreamK;
+  constexpr int kPackedRow = kK / 2;  // bytes of one weight row
+  constexpr int kScaleRow = kK / 16;  // scales of one weight row
+  // The epilogue's layout: BLOCK_N / 16 warps of 16 x 16 outputs (two n8 tiles each).
+  using Epi = wk::gemm::Tile<T, kBM, kBN, kBN / 16, 2>;
   static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
-  static_assert(S::BLOCK_K == kBK, "nvfp4_moe: BLOCK_K is one 128-byte row of activations (64 elements)");
-  static_assert(kK % kBK == 0, "nvfp4_moe: K is a whole number of k-tiles");
-  static_assert(kStageBytes % 16 == 0, "nvfp4_moe: stages keep 16-byte alignment");
-  static_assert(!kNaive || S::num_tokens_post_padded_none, "nvfp4_moe: the naive layout has no padded count");
+  static_assert(kBM == 16, "nvfp4_moe: the streaming path covers one m16 mma tile (BLOCK_M 16)");
+  static_assert(kBN % 16 == 0 && kBN / 16 <= kWarps, "nvfp4_moe: BLOCK_N / 16 warps run the epilogue");
+  static_assert(kK % wk::nvfp4::kStreamK == 0, "nvfp4_moe: K is a whole number of 128-element steps");
+  static_assert(S::num_tokens_post_padded_none || !kNaive, "nvfp4_moe: the naive layout has no padded count");
+  static_assert(kWarps * kTiles * 32 * 4 <= wk::nvfp4::kLutWords,
+                "nvfp4_moe: the warps' partial sums fit in the table's shared memory");
 
   extern __shared__ __align__(128) char smem[];
-  char* decoded = smem + kDecodedOff;                                          // [kBN] rows of 128 bytes
-  int* s_entry = reinterpret_cast<int*>(decoded + kBN * wk::gemm::kRowBytes);  // [kBM] entry of each row
-  unsigned* s_lut = reinterpret_cast<unsigned*>(s_entry + kBM);                // [256] byte -> pair of T
+  unsigned* s_lut = reinterpret_cast<unsigned*>(smem);                  // [256][32]: entry x, copy l at 32 x + l
+  float* s_part = reinterpret_cast<float*>(smem);                       // after the main loop: [warps][tiles][32][4]
+  int* s_entry = reinterpret_cast<int*>(s_lut + wk::nvfp4::kLutWords);  // [kBM] entry of each row
 
   const long long nv = WARMKEY_INT(S, num_valid);
   const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
 
   int pid_m, pid_n;
   wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
@@ -153,7 +198,13 @@ __global__ void __launch_bounds__(32 * S::WARPS)
   }
   const long long e = wk::to_index(__ldg(expert_ids + pid_m));
 
-  for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
+  // The table: thread x computes entry x once and writes its 32 copies, staggered so that a
+  // warp's 32 stores fall on 32 banks.
+  for (int x = tid; x < 256; x += kThreads) {
+    const unsigned pair = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(x));
+#pragma unroll 4
+    for (int l = 0; l < wk::nvfp4::kLutCopies; ++l) s_lut[x * wk::nvfp4::kLutCopies + ((l + x) & 31)] = pair;
+  }
   wk::expert::load_entries<kNaive, kBM, kThreads>(s_entry, sorted_token_ids, pid_m, em_v, nv, tid);
   __syncthreads();
 
@@ -162,59 +213,218 @@ __global__ void __launch_bounds__(32 * S::WARPS)
     return;
   }
 
-  // A: fixed (row, chunk) sources for the whole k loop.
+  // A: rows g and g + 8 of the m-block (null: a padding row, read as zeros).
   const bool a_vec = wk::aligned16(a);
-  const char* a_src[Cfg::kAIters];
-  bool a_ok[Cfg::kAIters];
-  wk::expert::gathered_a_sources<Cfg, kBM>(a_src, a_ok, a, s_entry, kTopK, stride_am, tid);
-  // B: the expert's packed rows and scale rows (dense: strides from N and K).
-  const unsigned char* b_rows = reinterpret_cast<const unsigned char*>(b) + e * kN * static_cast<long long>(kPackedRow);
-  const unsigned char* s_rows =
-      reinterpret_cast<const unsigned char*>(b_scale) + e * kN * static_cast<long long>(kScaleRow);
+  const int entry_lo = s_entry[g], entry_hi = s_entry[g + 8];
+  const T* a_lo = entry_lo >= 0 ? a + static_cast<long long>(entry_lo / kTopK) * stride_am : nullptr;
+  const T* a_hi = entry_hi >= 0 ? a + static_cast<long long>(entry_hi / kTopK) * stride_am : nullptr;
+  // B: weight row n0 + 8 j + g of tile j, this thread's 16 bytes and 2 scales of each k-step.
+  const unsigned char* b_row =
+      reinterpret_cast<const unsigned char*>(b) + (e * kN + n0 + g) * static_cast<long long>(kPackedRow) + 16 * t4;
+  const unsigned char* s_row =
+      reinterpret_cast<const unsigned char*>(b_scale) + (e * kN + n0 + g) * static_cast<long long>(kScaleRow) + 2 * t4;
+  const unsigned* lut = s_lut + lane;
 
-  auto load = [&](char* stage, int kt) {
-    wk::expert::copy_a<Cfg, kBM, T>(stage, kt * wk::gemm::kRowBytes, a_src, a_ok, a_vec, tid);
-    // Packed codes: 2 chunks of 16 bytes per row.
-    for (int q = tid; q < kBN * 2; q += kThreads) {
-      const int row = q >> 1, n = n0 + row;
-      const bool ok = n < kN;
-      const unsigned char* src =
-          b_rows + (ok ? n : 0) * static_cast<long long>(kPackedRow) + kt * kPackedTile + (q & 1) * 16;
-      wk::gemm::cp_async16(wk::gemm::smem_u32(stage + kRawOff + q * 16), src, ok);
+  float acc[kTiles][4];
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+#pragma unroll 1
+  for (int step = warp; step < kSteps; step += kWarps) {
+    const int k0 = step * wk::nvfp4::kStreamK + 32 * t4;  // this thread's 32 elements
+    uint4 alo[4], ahi[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      alo[i] = wk::nvfp4::load_a16(a_lo, k0 + 8 * i, a_vec);
+      ahi[i] = wk::nvfp4::load_a16(a_hi, k0 + 8 * i, a_vec);
     }
-    // Scales: 4 bytes per row.
-    for (int row = tid; row < kBN; row += kThreads) {
-      const int n = n0 + row;
-      const bool ok = n < kN;
-      const unsigned char* src = s_rows + (ok ? n : 0) * static_cast<long long>(kScaleRow) + kt * kScaleTile;
-      wk::nvfp4::cp_async4(wk::gemm::smem_u32(stage + kScaleOff + row * kScaleTile), src, ok);
+    uint4 packed[kTiles];
+    unsigned scales[kTiles];
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const bool ok = n0 + 8 * j < kN;  // whole n8 tiles: N % 8 == 0
+      const long long row = 8LL * j;
+      packed[j] =
+          ok ? __ldg(reinterpret_cast<const uint4*>(b_row + row * kPackedRow + step * 64)) : make_uint4(0, 0, 0, 0);
+      scales[j] =
+          ok ? static_cast<unsigned>(__ldg(reinterpret_cast<const unsigned short*>(s_row + row * kScaleRow + step * 8)))
+             : 0u;
     }
-  };
-
-  const int lane = tid & 31, warp = tid >> 5;
-  const int warp_m = warp / Cfg::kWarpsN, warp_n = warp % Cfg::kWarpsN;
-  const int g = lane >> 2, t4 = lane & 3;
-
-  float acc[kMI][kNI][4];
-  Cfg::zero(acc);
-
-  Cfg::template pipeline_bytes<kStageBytes>(smem, kKTiles, load, [&](const char* stage, int) {
-    // Expand the staged codes: chunk ch of row r is elements 8 ch .. 8 ch + 7 (packed bytes
-    // 4 ch .. 4 ch + 3, scale ch / 2).
-    for (int u = tid; u < kBN * wk::gemm::kChunks; u += kThreads) {
-      const int r = u >> 3, ch = u & 7;
-      const unsigned packed = *reinterpret_cast<const unsigned*>(stage + kRawOff + r * kPackedTile + ch * 4);
-      const unsigned scale = wk::nvfp4::bits16<T>(
-          wk::nvfp4::e4m3_to_float(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + (ch >> 1)])));
-      *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, ch)) =
-          wk::nvfp4::decode8<T>(packed, scale | (scale << 16), s_lut);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      if (n0 + 8 * j >= kN) continue;
+      const unsigned s0 = wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] & 0xffu));
+      const unsigned s1 = wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] >> 8));
+      const unsigned sc0 = s0 | (s0 << 16), sc1 = s1 | (s1 << 16);
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        // Elements k0 + 4 s .. k0 + 4 s + 3: packed bytes 2 s and 2 s + 1, A words 2 s and 2 s + 1.
+        const unsigned word = wk::nvfp4::word_of(packed[j], s >> 1);
+        const unsigned sc = s < 4 ? sc0 : sc1;
+        const unsigned bf[2] = {wk::nvfp4::mul_pair<T>(wk::nvfp4::lookup(lut, word, (2 * s) & 3), sc),
+                                wk::nvfp4::mul_pair<T>(wk::nvfp4::lookup(lut, word, (2 * s + 1) & 3), sc)};
+        const unsigned af[4] = {
+            wk::nvfp4::word_of(alo[s >> 1], (2 * s) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s) & 3),
+            wk::nvfp4::word_of(alo[s >> 1], (2 * s + 1) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
+        wk::gemm::mma<T>(acc[j], af, bf);
+      }
     }
-    __syncthreads();
-    Cfg::compute_ab(wk::gemm::smem_u32(stage), wk::gemm::smem_u32(decoded), acc, warp_m, warp_n, lane);
-  });
+  }
 
+  // The warps' partial sums, then the epilogue warps add them in warp order.
+  __syncthreads();  // every warp is done with the table
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j)
+    *reinterpret_cast<float4*>(s_part + ((warp * kTiles + j) * 32 + lane) * 4) =
+        make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+  __syncthreads();
+  if (warp >= kBN / 16) return;
+  float out[1][2][4];
+#pragma unroll
+  for (int ni = 0; ni < 2; ++ni) {
+    const int j = 2 * warp + ni;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 1
+    for (int w = 0; w < kWarps; ++w) {
+      const float4 v = *reinterpret_cast<const float4*>(s_part + ((w * kTiles + j) * 32 + lane) * 4);
+      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+    out[0][ni][0] = sum.x, out[0][ni][1] = sum.y, out[0][ni][2] = sum.z, out[0][ni][3] = sum.w;
+  }
   // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
   const float gs = __ldg(b_global_scale + e);
-  wk::expert::store_entries<Cfg, true, kHasBias, kMulWeight>(acc, s_entry, c, stride_cm, n0, kN, gs, bias, e,
-                                                             stride_bias, topk_weights, true, warp_m, warp_n, g, t4);
+  wk::expert::store_entries<Epi, true, kHasBias, kMulWeight>(out, s_entry, c, stride_cm, n0, kN, gs, bias, e,
+                                                             stride_bias, topk_weights, true, 0, warp, g, t4);
+}
+
+template <class S>
+__global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK ? 2 : 1)
+    nvfp4_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
+                     const typename S::b_global_scale_t* b_global_scale, typename S::c_t* c,
+                     const typename S::bias_t* bias, const typename S::topk_weights_t* topk_weights,
+                     const typename S::sorted_token_ids_t* sorted_token_ids, const typename S::expert_ids_t* expert_ids,
+                     const typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::em_t em,
+                     typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+                     typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm,
+                     typename S::stride_bias_t stride_bias) {
+  wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
+  if constexpr (S::BLOCK_K == wk::nvfp4::kStreamK) {
+    nvfp4_moe_stream<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
+                        num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias);
+  } else {
+    using T = typename S::a_t;
+    constexpr int kN = static_cast<int>(S::N);
+    constexpr int kK = static_cast<int>(S::K);
+    constexpr int kTopK = static_cast<int>(S::TOP_K);
+    constexpr int kBM = static_cast<int>(S::BLOCK_M);
+    constexpr int kBN = static_cast<int>(S::BLOCK_N);
+    constexpr int kGroupM = static_cast<int>(S::GROUP_M);
+    using Cfg = wk::gemm::Tile<T, kBM, kBN, static_cast<int>(S::WARPS), static_cast<int>(S::STAGES)>;
+    constexpr int kThreads = Cfg::kThreads;
+    constexpr int kMI = Cfg::kMI, kNI = Cfg::kNI;
+    constexpr bool kNaive = S::sorted_token_ids_none;
+    constexpr bool kHasBias = !S::bias_none;
+    constexpr bool kMulWeight = !S::topk_weights_none;
+    constexpr int kNumPidN = (kN + kBN - 1) / kBN;
+    constexpr int kBK = Cfg::kElemsPerRow;  // 64
+    constexpr int kKTiles = kK / kBK;
+    constexpr int kPackedRow = kK / 2;    // bytes of one weight row
+    constexpr int kScaleRow = kK / 16;    // scales of one weight row
+    constexpr int kPackedTile = kBK / 2;  // 32 bytes per row per k-tile
+    constexpr int kScaleTile = kBK / 16;  // 4 scales per row per k-tile
+    constexpr int kRawOff = kBM * wk::gemm::kRowBytes;
+    constexpr int kScaleOff = kRawOff + kBN * kPackedTile;
+    constexpr int kStageBytes = kScaleOff + kBN * kScaleTile;
+    constexpr int kDecodedOff = static_cast<int>(S::STAGES) * kStageBytes;
+    static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
+    static_assert(S::BLOCK_K == kBK, "nvfp4_moe: BLOCK_K is one 128-byte row of activations (64 elements)");
+    static_assert(kK % kBK == 0, "nvfp4_moe: K is a whole number of k-tiles");
+    static_assert(kStageBytes % 16 == 0, "nvfp4_moe: stages keep 16-byte alignment");
+    static_assert(!kNaive || S::num_tokens_post_padded_none, "nvfp4_moe: the naive layout has no padded count");
+
+    extern __shared__ __align__(128) char smem[];
+    char* decoded = smem + kDecodedOff;                                          // [kBN] rows of 128 bytes
+    int* s_entry = reinterpret_cast<int*>(decoded + kBN * wk::gemm::kRowBytes);  // [kBM] entry of each row
+    unsigned* s_lut = reinterpret_cast<unsigned*>(s_entry + kBM);                // [256] byte -> pair of T
+
+    const long long nv = WARMKEY_INT(S, num_valid);
+    const int tid = static_cast<int>(threadIdx.x);
+
+    int pid_m, pid_n;
+    wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
+    const int n0 = pid_n * kBN;
+
+    long long em_v = 0;
+    if constexpr (!kNaive) {
+      em_v = WARMKEY_INT(S, em);
+      if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
+    }
+    const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+
+    for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
+    wk::expert::load_entries<kNaive, kBM, kThreads>(s_entry, sorted_token_ids, pid_m, em_v, nv, tid);
+    __syncthreads();
+
+    if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros
+      wk::expert::store_zeros<kBM, kBN, kThreads>(c, s_entry, stride_cm, n0, kN, tid);
+      return;
+    }
+
+    // A: fixed (row, chunk) sources for the whole k loop.
+    const bool a_vec = wk::aligned16(a);
+    const char* a_src[Cfg::kAIters];
+    bool a_ok[Cfg::kAIters];
+    wk::expert::gathered_a_sources<Cfg, kBM>(a_src, a_ok, a, s_entry, kTopK, stride_am, tid);
+    // B: the expert's packed rows and scale rows (dense: strides from N and K).
+    const unsigned char* b_rows =
+        reinterpret_cast<const unsigned char*>(b) + e * kN * static_cast<long long>(kPackedRow);
+    const unsigned char* s_rows =
+        reinterpret_cast<const unsigned char*>(b_scale) + e * kN * static_cast<long long>(kScaleRow);
+
+    auto load = [&](char* stage, int kt) {
+      wk::expert::copy_a<Cfg, kBM, T>(stage, kt * wk::gemm::kRowBytes, a_src, a_ok, a_vec, tid);
+      // Packed codes: 2 chunks of 16 bytes per row.
+      for (int q = tid; q < kBN * 2; q += kThreads) {
+        const int row = q >> 1, n = n0 + row;
+        const bool ok = n < kN;
+        const unsigned char* src =
+            b_rows + (ok ? n : 0) * static_cast<long long>(kPackedRow) + kt * kPackedTile + (q & 1) * 16;
+        wk::gemm::cp_async16(wk::gemm::smem_u32(stage + kRawOff + q * 16), src, ok);
+      }
+      // Scales: 4 bytes per row.
+      for (int row = tid; row < kBN; row += kThreads) {
+        const int n = n0 + row;
+        const bool ok = n < kN;
+        const unsigned char* src = s_rows + (ok ? n : 0) * static_cast<long long>(kScaleRow) + kt * kScaleTile;
+        wk::nvfp4::cp_async4(wk::gemm::smem_u32(stage + kScaleOff + row * kScaleTile), src, ok);
+      }
+    };
+
+    const int lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / Cfg::kWarpsN, warp_n = warp % Cfg::kWarpsN;
+    const int g = lane >> 2, t4 = lane & 3;
+
+    float acc[kMI][kNI][4];
+    Cfg::zero(acc);
+
+    Cfg::template pipeline_bytes<kStageBytes>(smem, kKTiles, load, [&](const char* stage, int) {
+      // Expand the staged codes: chunk ch of row r is elements 8 ch .. 8 ch + 7 (packed bytes
+      // 4 ch .. 4 ch + 3, scale ch / 2).
+      for (int u = tid; u < kBN * wk::gemm::kChunks; u += kThreads) {
+        const int r = u >> 3, ch = u & 7;
+        const unsigned packed = *reinterpret_cast<const unsigned*>(stage + kRawOff + r * kPackedTile + ch * 4);
+        const unsigned scale = wk::nvfp4::bits16<T>(
+            wk::nvfp4::e4m3_to_float(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + (ch >> 1)])));
+        *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, ch)) =
+            wk::nvfp4::decode8<T>(packed, scale | (scale << 16), s_lut);
+      }
+      __syncthreads();
+      Cfg::compute_ab(wk::gemm::smem_u32(stage), wk::gemm::smem_u32(decoded), acc, warp_m, warp_n, lane);
+    });
+
+    // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
+    const float gs = __ldg(b_global_scale + e);
+    wk::expert::store_entries<Cfg, true, kHasBias, kMulWeight>(acc, s_entry, c, stride_cm, n0, kN, gs, bias, e,
+                                                               stride_bias, topk_weights, true, warp_m, warp_n, g, t4);
+  }
 }

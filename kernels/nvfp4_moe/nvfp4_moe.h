@@ -1,7 +1,8 @@
 // nvfp4_moe contract: the grouped expert GEMM over moe_align's sorted entries (W13 and W2 of a MoE
 // layer) with NVFP4 weights, emulated: e2m1 nibbles with fp8 e4m3 scales per 16 elements and an
-// fp32 scale per expert, expanded to the activation dtype in shared memory and multiplied on
-// tensor cores (device/gemm.cuh, the fused_moe mainloop).
+// fp32 scale per expert, expanded to the activation dtype and multiplied on tensor cores: in
+// shared memory for the fused_moe mainloop (device/gemm.cuh) at prefill, in registers straight from
+// global memory at decode (the streaming path, nvfp4_moe.cuh).
 #pragma once
 
 #include <cstdint>
@@ -43,8 +44,9 @@ struct Nvfp4MoeArgs : SortedLayoutArgs {
   Tensor c;
   std::optional<Tensor> bias;          // [E, N] bf16 | f16 | f32, last dim contiguous: added before the weight
   std::optional<Tensor> topk_weights;  // [M * top_k] (any shape, read flat) f32: given = multiply (W2)
-  // A tile chosen by the caller; absent: the heuristic nvfp4_moe_tile(). BLOCK_K is always 64
-  // elements (one 128-byte row of bf16/f16: 32 packed bytes and 4 scales per weight row).
+  // A tile chosen by the caller; absent: the heuristic nvfp4_moe_tile(). BLOCK_K 64: the staged
+  // path (one 128-byte row of bf16/f16: 32 packed bytes and 4 scales per weight row a k-tile);
+  // BLOCK_K 128: the streaming path (decode: weights straight to registers, K % 128 == 0).
   std::optional<FusedMoeTile> tile;
 };
 
@@ -53,18 +55,23 @@ struct Nvfp4MoeArgs : SortedLayoutArgs {
 // BLOCK_M from the entries per expert (num_valid = M * top_k over E experts), at the same ratios
 // as fused_moe (kFusedMoeEntriesPerExpertBoundaries: moe_align pads with the same BLOCK_M on either
 // backend, so W13 and W2 of one batch agree):
-//   num_valid <= 8 E:  BLOCK_M 16, BLOCK_N 64, 4 warps, 6 stages  (decode: weight streaming)
+//   num_valid <= 8 E:  BLOCK_M 16, BLOCK_N 64, and K % 128 == 0: BLOCK_K 128, 8 warps, 1 stage (the
+//                      streaming path: decode); else BLOCK_K 64, 4 warps, 6 stages
 //   num_valid <= 24 E: BLOCK_M 32, BLOCK_N 64, 4 warps, 4 stages
 //   num_valid <= 64 E: BLOCK_M 64, BLOCK_N 128, 4 warps, 4 stages, GROUP_M 8
 //   else:              BLOCK_M 128, BLOCK_N 128, 8 warps, 3 stages, GROUP_M 8
-FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts);
+// K is the reduction length (a's columns).
+FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts, std::int64_t k);
 // The token counts T where the tile or the layout changes (each `T <= b`), for a routing top_k over
 // E experts: the same as fused_moe_token_boundaries (same ratios, same naive rule).
 std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts);
-// Why a tile cannot run (warp layout, BLOCK_K 64, shared memory), or "".
+// Why a tile cannot run, or "". BLOCK_K 64 (staged): the warp layout, 2-8 stages, shared memory;
+// BLOCK_K 128 (streaming): BLOCK_M 16, BLOCK_N 32 or 64, 4 or 8 warps, 1 stage.
 std::string nvfp4_moe_tile_problem(const FusedMoeTile& tile);
-// Dynamic shared memory of a tile: STAGES * (BM * 128 + BN * 36) staged bytes (A rows, packed
-// codes, scales), BN * 128 bytes of decoded B, BM * 4 bytes of entry ids, 1 KiB of decode table.
+// Dynamic shared memory of a tile. Staged: STAGES * (BM * 128 + BN * 36) staged bytes (A rows,
+// packed codes, scales), BN * 128 bytes of decoded B, BM * 4 bytes of entry ids, 1 KiB of decode
+// table. Streaming: 32 KiB of decode table (32 copies; the warps' partial sums after the main
+// loop) and BM * 4 bytes of entry ids.
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& tile);
 // The activation dtype the engine feeds the NVFP4 GEMMs of a model: its own when bf16 or f16, else
 // bf16 (an f32 model casts its activations to bf16 before the emulated NVFP4 GEMM; c stays f32).

@@ -183,7 +183,7 @@ std::vector<LayerBuffer> layer_buffers(const ModelConfig& c, LayerBackend backen
       const bool w13 = g == "w13";
       std::int64_t bm = 0;
       if (fp4) {
-        bm = nvfp4_moe_tile((w13 ? t : t * k) * (w13 ? k : 1), e_local).block_m;
+        bm = nvfp4_moe_tile((w13 ? t : t * k) * (w13 ? k : 1), e_local, w13 ? h : i).block_m;
       } else {
         FusedMoeArgs probe;
         probe.top_k = w13 ? k : 1;

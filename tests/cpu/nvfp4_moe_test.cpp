@@ -240,18 +240,38 @@ TEST(Nvfp4MoeCaseBuilder, bigLaunchesShrinkToTheSameJitKey) {
 // ---- the heuristic and dispatch at its boundaries -----------------------------------------------
 
 TEST(Nvfp4MoeTile, changesExactlyAtTheDeclaredBoundaries) {
-  for (std::int64_t e : {8, 256, 384}) {
-    for (std::int64_t r : kFusedMoeEntriesPerExpertBoundaries) {
-      EXPECT_NE(nvfp4_moe_tile(r * e, e), nvfp4_moe_tile(r * e + 1, e)) << r << " " << e;
-      EXPECT_EQ(nvfp4_moe_tile(r * e, e), nvfp4_moe_tile(r * e - 1, e)) << r << " " << e;
-    }
-    // moe_align pads with the same BLOCK_M on the triton backend at every entry count.
-    for (std::int64_t nv : {std::int64_t{1}, 8 * e, 8 * e + 1, 24 * e + 1, 64 * e + 1}) {
-      EXPECT_EQ(nvfp4_moe_tile(nv, e).block_m, fused_moe_tile(nv, e, DType::bf16).block_m) << nv;
-      EXPECT_EQ(nvfp4_moe_tile_problem(nvfp4_moe_tile(nv, e)), "") << nv;
+  for (std::int64_t k : {64, 192, 2048, 4096}) {
+    for (std::int64_t e : {8, 256, 384}) {
+      for (std::int64_t r : kFusedMoeEntriesPerExpertBoundaries) {
+        EXPECT_NE(nvfp4_moe_tile(r * e, e, k), nvfp4_moe_tile(r * e + 1, e, k)) << r << " " << e << " " << k;
+        EXPECT_EQ(nvfp4_moe_tile(r * e, e, k), nvfp4_moe_tile(r * e - 1, e, k)) << r << " " << e << " " << k;
+      }
+      // moe_align pads with the same BLOCK_M on the triton backend at every entry count.
+      for (std::int64_t nv : {std::int64_t{1}, 8 * e, 8 * e + 1, 24 * e + 1, 64 * e + 1}) {
+        EXPECT_EQ(nvfp4_moe_tile(nv, e, k).block_m, fused_moe_tile(nv, e, DType::bf16).block_m) << nv;
+        EXPECT_EQ(nvfp4_moe_tile_problem(nvfp4_moe_tile(nv, e, k)), "") << nv;
+      }
     }
   }
   EXPECT_EQ(nvfp4_moe_token_boundaries(6, 256), (std::vector<std::int64_t>{10, 341, 1024, 2730}));
+}
+
+// Decode tiles stream the weights into registers (BLOCK_K 128) exactly when K is a multiple of
+// 128; the streaming tile has its own rules and shared memory (the 32-copy byte table).
+TEST(Nvfp4MoeTile, decodeStreamsExactlyWhenKIsAMultipleOf128) {
+  for (std::int64_t k : {128, 384, 2048, 4096}) {
+    const FusedMoeTile t = nvfp4_moe_tile(8 * 256, 256, k);
+    EXPECT_EQ(t, (FusedMoeTile{16, 64, 128, 1, 8, 1})) << k;
+    EXPECT_EQ(nvfp4_moe_shared_bytes(t), 256 * 32 * 4 + 16 * 4);
+    EXPECT_EQ(nvfp4_moe_tile(8 * 256 + 1, 256, k).block_k, 64) << k;  // BLOCK_M 32: staged
+  }
+  for (std::int64_t k : {64, 192, 4032}) EXPECT_EQ(nvfp4_moe_tile(1, 256, k), (FusedMoeTile{16, 64, 64, 1, 4, 6})) << k;
+  EXPECT_EQ(nvfp4_moe_tile_problem({16, 32, 128, 1, 4, 1}), "");
+  EXPECT_NE(nvfp4_moe_tile_problem({32, 64, 128, 1, 8, 1}).find("block_m 32 must be 16"), std::string::npos);
+  EXPECT_NE(nvfp4_moe_tile_problem({16, 128, 128, 1, 8, 1}).find("block_n 128"), std::string::npos);
+  EXPECT_NE(nvfp4_moe_tile_problem({16, 64, 128, 1, 2, 1}).find("warps 2"), std::string::npos);
+  EXPECT_NE(nvfp4_moe_tile_problem({16, 64, 128, 1, 8, 2}).find("stages 2 must be 1"), std::string::npos);
+  EXPECT_NE(nvfp4_moe_tile_problem({16, 64, 96, 1, 8, 1}).find("block_k 96"), std::string::npos);
 }
 
 // The key the engine's Args of a dsv4-flash-nvfp4 batch of t tokens dispatch to (W13 or W2).
@@ -423,8 +443,8 @@ TEST(Nvfp4MoeValidation, errorsNameKernelFieldAndValue) {
 TEST(Nvfp4MoeKey, holdsDtypesShapeClassesLayoutAndTile) {
   EXPECT_EQ(kKernel.dispatch(valid_args()).to_string(),
             "nvfp4_moe{dtype=bf16, out_dtype=bf16, n=64, k=256, top_k=2, mul_routed_weight=false, has_bias=false, "
-            "naive=false, ids_dtype=i32, em=2, num_valid=2, block_m=16, block_n=64, block_k=64, group_m=1, warps=4, "
-            "stages=6}");
+            "naive=false, ids_dtype=i32, em=2, num_valid=2, block_m=16, block_n=64, block_k=128, group_m=1, warps=8, "
+            "stages=1}");
 }
 
 TEST(Nvfp4MoeKey, warmupInputsNeverAskForStorageOrZeroSizes) {

@@ -1,9 +1,9 @@
 // nvfp4_moe on the GPU against the Eigen reference: bf16 and f16 activations, every output dtype,
 // every tile the heuristic returns plus explicit ones (every BLOCK_M, both warp counts, shallow and
-// deep pipelines), W13 and W2, bias on and off, non-local (-1) blocks, the naive layout with every
-// index dtype, aligned and misaligned views, partial n-blocks, skewed routing, the dsv4-flash
-// shapes (shrunk to the same JitKey); random e2m1 codes (all 16) with e4m3 scales that include
-// subnormal and zero codes, fresh per case, outputs poisoned with NaN.
+// deep pipelines, the streaming path's BLOCK_N and warp counts), W13 and W2, bias on and off, non-local (-1) blocks,
+// the naive layout with every index dtype, aligned and misaligned views, partial n-blocks, skewed routing, the
+// dsv4-flash shapes (shrunk to the same JitKey); random e2m1 codes (all 16) with e4m3 scales that include subnormal and
+// zero codes, fresh per case, outputs poisoned with NaN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,12 +73,28 @@ std::vector<equivalence::Nvfp4MoeCase> all_cases() {
   // GROUP_M rasterisation with partial groups.
   for (FusedMoeTile t :
        {FusedMoeTile{32, 128, 64, 2, 8, 3}, FusedMoeTile{64, 64, 64, 1, 8, 6}, FusedMoeTile{128, 64, 64, 4, 4, 2},
-        FusedMoeTile{16, 128, 64, 1, 4, 8}, FusedMoeTile{128, 128, 64, 3, 8, 8}}) {
+        FusedMoeTile{16, 128, 64, 1, 4, 8}, FusedMoeTile{128, 128, 64, 3, 8, 8},
+        // the streaming path: both BLOCK_N and warp counts, GROUP_M rasterisation
+        FusedMoeTile{16, 64, 128, 2, 8, 1}, FusedMoeTile{16, 32, 128, 1, 4, 1}, FusedMoeTile{16, 64, 128, 1, 4, 1}}) {
     equivalence::Nvfp4MoeCase p;
     p.num_tokens = 150;
     p.tile = t;
     p.k = 512;
     p.w2 = t.block_m == 64;
+    add(p);
+  }
+  // The streaming path with partial n-blocks (N = 200: whole n8 tiles past N), a misaligned A and
+  // output, a bias, one 128-element step (K = 128: most warps hold no k-step) and skewed routing.
+  for (const auto& [dtype, out] : dtypes) {
+    equivalence::Nvfp4MoeCase p;
+    p.num_tokens = 9;
+    p.n = 200;
+    p.k = dtype == DType::f16 ? 128 : 640;
+    p.dtype = dtype, p.out_dtype = out;
+    p.bias_dtype = out;
+    p.a_aligned = p.c_aligned = false;
+    p.skewed = true;
+    p.tile = FusedMoeTile{16, 64, 128, 1, 8, 1};
     add(p);
   }
   // The dsv4-flash-nvfp4 GEMMs as serving launches them (decode, the naive layout, each tile's
