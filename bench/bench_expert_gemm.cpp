@@ -3,19 +3,27 @@
 // counts, the capacity the busiest expert's count) against cuBLAS on the same tokens-per-expert distribution, W13 and
 // W2, bf16 and fp8 w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
 // device-to-device copy measured in the same program. nvfp4_moe (NVFP4 weights expanded to bf16 in
-// shared memory) on the same routing, next to cuBLAS bf16 on the same grouping.
+// shared memory) on the same routing, next to cuBLAS bf16 on the same grouping. The shared expert's
+// two dense GEMMs (BM_shared_expert): fused_moe as one expert against the layer's cuBLAS call and
+// cuBLASLt, outputs checked against each other.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "bench/bench_util.h"
+#include "equivalence/oracles/fused_moe.h"
 #include "kernels/batched_moe/batched_moe.h"
 #include "kernels/fused_moe/fused_moe.h"
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
 #include "warmup/error.h"
+#include "warmup/host_dtype.h"
+#include "warmup/model_config.h"
 
 #ifdef WARMKEY_HAVE_CUBLAS
 #include <cublasLt.h>
@@ -86,17 +94,17 @@ struct Layout {
   std::vector<int> sorted, experts, counts;
   int post = 0;
 };
-Layout align(const std::vector<int>& ids, std::int64_t block_m) {
-  const std::int64_t nv = static_cast<std::int64_t>(ids.size()), em = nv + kExperts * (block_m - 1);
+Layout align(const std::vector<int>& ids, std::int64_t block_m, std::int64_t experts = kExperts) {
+  const std::int64_t nv = static_cast<std::int64_t>(ids.size()), em = nv + experts * (block_m - 1);
   Layout l;
   l.sorted.assign(static_cast<std::size_t>(em), static_cast<int>(nv));
   l.experts.assign(static_cast<std::size_t>((em + block_m - 1) / block_m), -1);
-  l.counts.assign(kExperts, 0);
-  std::vector<std::vector<int>> groups(kExperts);
+  l.counts.assign(static_cast<std::size_t>(experts), 0);
+  std::vector<std::vector<int>> groups(static_cast<std::size_t>(experts));
   for (std::int64_t i = 0; i < nv; ++i)
     groups[static_cast<std::size_t>(ids[static_cast<std::size_t>(i)])].push_back(static_cast<int>(i));
   std::int64_t pos = 0;
-  for (int e = 0; e < kExperts; ++e) {
+  for (int e = 0; e < experts; ++e) {
     const auto& g = groups[static_cast<std::size_t>(e)];
     l.counts[static_cast<std::size_t>(e)] = static_cast<int>(g.size());
     std::copy(g.begin(), g.end(), l.sorted.begin() + pos);
@@ -651,6 +659,286 @@ void BM_nvfp4_moe(benchmark::State& state) {
   state.SetLabel(label);
 }
 
+// ---- the shared expert ----------------------------------------------------------------------------
+// Issue 23 item 6: the shared expert's two dense GEMMs (gate/up: N = 2 I_s, K = H; down: N = H,
+// K = I_s; I_s = n_shared_experts * I, sizes from the embedded config "dsv4-flash"), bf16 in and
+// out, through fused_moe as one expert (E = 1, TOP_K = 1, moe_align's sorted layout built on the
+// host: the naive layout never applies, T * 1 * 4 > E; the tile from fused_moe's heuristic, no
+// routed weight), through the layer's cuBLAS call (replay/layer/layer_cublas.cpp) and through
+// cuBLASLt with its heuristic's first algorithm, in the same program and run.
+
+struct SharedShape {
+  std::int64_t n, k;
+};
+SharedShape shared_shape(int layer) {
+  static const ModelConfig config = load_config("dsv4-flash");
+  const std::int64_t is = config.n_shared_experts * config.moe_intermediate_size;
+  return layer == kW13 ? SharedShape{2 * is, config.hidden_size} : SharedShape{config.hidden_size, is};
+}
+
+// One input set of a shared-expert GEMM and an output per peer. One expert's W13 is 32 MiB, under
+// the H200's 50 MB L2: launches rotate over rotating_sets() of these, so none reads warm weights.
+struct SharedSet {
+  DeviceBuffer b, a, c_fused, c_cublas, c_lt;
+};
+
+#ifdef WARMKEY_HAVE_CUBLAS
+// median_ms (the file's timing: 10 back-to-back launches, median of 5, after one untimed launch)
+// with launch i on set i mod sets; the untimed launch takes set 0.
+template <class Fn>
+double median_ms_rotating(std::size_t sets, Fn&& fn) {
+  std::size_t next = 0;
+  return median_ms([&] {
+    fn(next);
+    next = (next + 1) % sets;
+  });
+}
+
+// max |got - want| / max |want| over `count` bf16 values on the device; +inf when either holds a
+// NaN or infinity (outputs are poisoned with NaN before the checked launch) or want is all zeros.
+double bf16_rel_diff(const void* got, const void* want, std::int64_t count) {
+  Device& dev = Device::instance();
+  std::vector<std::uint16_t> g(static_cast<std::size_t>(count)), w(static_cast<std::size_t>(count));
+  dev.copy_to_host(g.data(), got, g.size() * 2);
+  dev.copy_to_host(w.data(), want, w.size() * 2);
+  double max_want = 0, max_diff = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double x = bf16_bits_to_float(g[i]), y = bf16_bits_to_float(w[i]);
+    if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<double>::infinity();
+    max_want = std::max(max_want, std::abs(y));
+    max_diff = std::max(max_diff, std::abs(x - y));
+  }
+  return max_want > 0 ? max_diff / max_want : std::numeric_limits<double>::infinity();
+}
+
+// The layer's dense GEMM (replay/layer/layer_cublas.cpp, Cublas::gemm with accumulate false, as
+// its decode lane runs both shared GEMMs): before each call the stream and a 32 MiB workspace of
+// its own are bound, then row-major c[m, n] = a[m, k] b[n, k]^T as column-major
+// c^T = b^T a^T: cublasGemmEx OP_T / OP_N, bf16, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT.
+struct LayerCublas {
+  static constexpr std::size_t kWorkspace = 32u << 20;  // layer_cublas.h's kWorkspaceBytes
+  cublasHandle_t handle = nullptr;
+  DeviceBuffer workspace;
+  LayerCublas() {
+    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) handle = nullptr;
+    if (handle) workspace = Device::instance().alloc(kWorkspace);
+  }
+  ~LayerCublas() {
+    if (handle) cublasDestroy(handle);
+  }
+  cublasStatus_t gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c) {
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t s = cublasSetStream(handle, nullptr);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetWorkspace(handle, workspace.data(), kWorkspace);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+                        &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF, static_cast<int>(k), &beta, c,
+                        CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  }
+};
+
+// The same GEMM as one cublasLtMatmul (same orientation, bf16, CUBLAS_COMPUTE_32F, f32 scales) with
+// the first algorithm cublasLtMatmulAlgoGetHeuristic returns for a 32 MiB workspace. One plan
+// serves every set (the pointers are the call's).
+struct SharedLtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulHeuristicResult_t algo{};
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  const char* failed = "";
+  SharedLtPlan(cublasLtHandle_t h, std::int64_t m, std::int64_t n, std::int64_t k) {
+    auto ok = [&](cublasStatus_t st, const char* what) {
+      if (st != CUBLAS_STATUS_SUCCESS && status == CUBLAS_STATUS_SUCCESS) status = st, failed = what;
+      return status == CUBLAS_STATUS_SUCCESS;
+    };
+    const cublasOperation_t t = CUBLAS_OP_T, nn = CUBLAS_OP_N;
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    if (!ok(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc") ||
+        !ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t), "transa") ||
+        !ok(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &nn, sizeof nn), "transb") ||
+        !ok(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, u(k), u(n), k), "layout a") ||
+        !ok(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, u(k), u(m), k), "layout b") ||
+        !ok(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, u(n), u(m), n), "layout c"))
+      return;
+    cublasLtMatmulPreference_t pref = nullptr;
+    if (!ok(cublasLtMatmulPreferenceCreate(&pref), "preference")) return;
+    const std::size_t ws = LayerCublas::kWorkspace;
+    ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+       "workspace preference");
+    int found = 0;
+    if (ok(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 1, &algo, &found), "heuristic") && found == 0)
+      ok(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic found no algorithm");
+    cublasLtMatmulPreferenceDestroy(pref);
+  }
+  ~SharedLtPlan() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    for (auto* l : {la, lb, lc})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+  SharedLtPlan(const SharedLtPlan&) = delete;
+  SharedLtPlan& operator=(const SharedLtPlan&) = delete;
+};
+
+// The figures of one peer: time, GB/s, TFLOPS and of_peak under `prefix`; both roofline guards
+// first (a ratio above 1.0 ends the program before any figure is reported).
+void shared_figures(benchmark::State& state, const std::string& prefix, const std::string& figure, double ms,
+                    double bytes, double flops) {
+  const double of_peak = roofline_guard(figure + " GB/s", RooflineModel::bytes, bytes, ms / 1e3);
+  roofline_guard(figure + " TFLOPS", RooflineModel::flops, flops, ms / 1e3, DType::bf16);
+  state.counters[prefix + "us"] = ms * 1e3;
+  state.counters[prefix + "GB/s"] = bytes / (ms / 1e3) / 1e9;
+  state.counters[prefix + "TFLOPS"] = flops / (ms / 1e3) / 1e12;
+  if (of_peak > 0) state.counters[prefix + "of_peak"] = of_peak;
+}
+#endif
+
+// Marks the case failed (google-benchmark's error, no figures) with `why`.
+void shared_fail(benchmark::State& state, const std::string& why) {
+  state.SkipWithError(why.c_str());
+  for (auto _ : state) {
+  }
+}
+
+// One shared-expert GEMM at T tokens: fused_moe (E = 1), the layer's cublasGemmEx and cuBLASLt on
+// the same rotating sets. Counters: us / GB/s / TFLOPS / of_peak for fused_moe, the same prefixed
+// cublas_ and cublaslt_, bytes (weights + activations in + out, each once), fused_over_cublas and
+// fused_over_cublaslt (fused_moe's time / the peer's: > 1, cuBLAS is faster), rel_diff and
+// cublaslt_rel_diff (max |x - cuBLAS| / max |cuBLAS| on set 0). A case whose fused_moe or cuBLASLt
+// output differs from cuBLAS's beyond fused_moe's bf16 tolerance fails, as does one without cuBLAS.
+void BM_shared_expert(benchmark::State& state) {
+  if (!device_or_skip(state)) return;
+  const int layer = static_cast<int>(state.range(0));
+  const std::int64_t t = state.range(1);
+  const SharedShape dims = shared_shape(layer);
+  const std::int64_t n = dims.n, k = dims.k;
+#ifndef WARMKEY_HAVE_CUBLAS
+  (void)t, (void)n, (void)k;
+  shared_fail(state, "built without cuBLAS: nothing to check fused_moe against");
+#else
+  Device& dev = Device::instance();
+  const double bytes = static_cast<double>((n * k + t * k + t * n) * 2);
+  const double flops = 2.0 * static_cast<double>(t) * static_cast<double>(n) * static_cast<double>(k);
+  const std::size_t sets = rotating_sets(static_cast<std::size_t>(bytes));
+  std::vector<SharedSet> set(sets);
+  for (std::size_t i = 0; i < sets; ++i) {
+    SharedSet& s = set[i];
+    s.b = dev.alloc(static_cast<std::size_t>(n * k * 2));
+    fill_random(s.b.data(), DType::bf16, n * k, 1000 + 2 * i);
+    s.a = dev.alloc(static_cast<std::size_t>(t * k * 2));
+    fill_random(s.a.data(), DType::bf16, t * k, 1001 + 2 * i);
+    for (DeviceBuffer* c : {&s.c_fused, &s.c_cublas, &s.c_lt}) {
+      *c = dev.alloc(static_cast<std::size_t>(t * n * 2));
+      dev.fill_bytes(c->data(), 0xFF, static_cast<std::size_t>(t * n * 2));  // bf16 NaN
+    }
+  }
+
+  // fused_moe: one expert, every entry its own row (TOP_K 1), no routed weight.
+  const FusedMoeTile tile = fused_moe_tile(t, 1, DType::bf16);
+  const Layout layout = align(std::vector<int>(static_cast<std::size_t>(t), 0), tile.block_m, 1);
+  DeviceBuffer sorted = upload(layout.sorted), experts = upload(layout.experts), post = upload({layout.post});
+  const FusedMoe kernel;
+  std::vector<FusedMoeArgs> args(sets);
+  std::vector<PreparedLaunch> launches;
+  launches.reserve(sets);
+  for (std::size_t i = 0; i < sets; ++i) {
+    FusedMoeArgs& x = args[i];
+    x.a = Tensor::view(DType::bf16, set[i].a.data(), {t, k});
+    x.b = Tensor::view(DType::bf16, set[i].b.data(), {1, n, k});
+    x.c = Tensor::view(DType::bf16, set[i].c_fused.data(), {t, n});
+    x.sorted_token_ids = Tensor::view(DType::i32, sorted.data(), {static_cast<std::int64_t>(layout.sorted.size())});
+    x.expert_ids = Tensor::view(DType::i32, experts.data(), {static_cast<std::int64_t>(layout.experts.size())});
+    x.num_tokens_post_padded = Tensor::view(DType::i32, post.data(), {1});
+    x.top_k = 1;
+    kernel.validate(x);
+    const LaunchSpec spec = kernel.launch_spec(x);
+    launches.push_back({bind(kernel.def(), spec), spec});
+  }
+  auto fused = [&](std::size_t i) { runtime().launch(launches[i].bound, launches[i].spec, nullptr); };
+
+  static LayerCublas cb;
+  if (!cb.handle) return shared_fail(state, "cublasCreate failed");
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  auto cublas = [&](std::size_t i) {
+    const cublasStatus_t st = cb.gemm(t, n, k, set[i].a.data(), set[i].b.data(), set[i].c_cublas.data());
+    if (st != CUBLAS_STATUS_SUCCESS) status = st;
+  };
+  static CublasLt lt;
+  std::string lt_note;
+  std::optional<SharedLtPlan> plan;
+  if (lt.handle) {
+    plan.emplace(lt.handle, t, n, k);
+    if (plan->status != CUBLAS_STATUS_SUCCESS)
+      lt_note = str_cat("cublasLt ", plan->failed, " status ", static_cast<int>(plan->status));
+  } else {
+    lt_note = "cublasLtCreate failed";
+  }
+  const bool have_lt = lt_note.empty();
+  cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
+  auto cublaslt = [&](std::size_t i) {
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t st =
+        cublasLtMatmul(lt.handle, plan->op, &alpha, set[i].b.data(), plan->la, set[i].a.data(), plan->lb, &beta,
+                       set[i].c_lt.data(), plan->lc, set[i].c_lt.data(), plan->lc, &plan->algo.algo,
+                       lt.workspace.data(), LayerCublas::kWorkspace, nullptr);
+    if (st != CUBLAS_STATUS_SUCCESS) lt_status = st;
+  };
+
+  // Check before timing, on set 0 (outputs still NaN): a wrong kernel cannot look fast.
+  fused(0);
+  cublas(0);
+  if (have_lt) cublaslt(0);
+  dev.synchronize();
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return shared_fail(state, str_cat("cublasGemmEx status ", static_cast<int>(status)));
+  // Each output is within fused_moe's bf16 tolerance (the oracle's, 2^-7) of the exact product, so
+  // the two are within twice it of each other; a wrong kernel is off by far more.
+  const double tolerance = 2 * equivalence::fused_moe_rel_tolerance(DType::bf16, DType::bf16);
+  const double diff = bf16_rel_diff(set[0].c_fused.data(), set[0].c_cublas.data(), t * n);
+  if (!(diff <= tolerance))
+    return shared_fail(state,
+                       str_cat("fused_moe differs from cuBLAS: max |diff| / max |cuBLAS| = ", diff, " > ", tolerance));
+  double lt_diff = 0;
+  if (have_lt && lt_status == CUBLAS_STATUS_SUCCESS) {
+    lt_diff = bf16_rel_diff(set[0].c_lt.data(), set[0].c_cublas.data(), t * n);
+    if (!(lt_diff <= tolerance))
+      return shared_fail(
+          state, str_cat("cuBLASLt differs from cuBLAS: max |diff| / max |cuBLAS| = ", lt_diff, " > ", tolerance));
+  }
+
+  const double fused_ms = median_ms_rotating(sets, fused);
+  const double cb_ms = median_ms_rotating(sets, cublas);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return shared_fail(state, str_cat("cublasGemmEx status ", static_cast<int>(status)));
+  double lt_ms = 0;
+  if (have_lt && lt_status == CUBLAS_STATUS_SUCCESS) lt_ms = median_ms_rotating(sets, cublaslt);
+  if (lt_status != CUBLAS_STATUS_SUCCESS) lt_note = str_cat("cublasLtMatmul status ", static_cast<int>(lt_status));
+
+  const std::string key = kernel.dispatch(args[0]).to_string();
+  const std::string shape = str_cat("shared ", layer == kW13 ? "gate_up" : "down", " T=", t, " N=", n, " K=", k);
+  for (auto _ : state) state.SetIterationTime(fused_ms / 1e3);
+  shared_figures(state, "", shape + " fused_moe " + key, fused_ms, bytes, flops);
+  shared_figures(state, "cublas_", shape + " cublasGemmEx", cb_ms, bytes, flops);
+  if (lt_ms > 0) shared_figures(state, "cublaslt_", shape + " cublasLtMatmul", lt_ms, bytes, flops);
+  state.counters["bytes"] = bytes;
+  state.counters["fused_over_cublas"] = fused_ms / cb_ms;
+  if (lt_ms > 0) state.counters["fused_over_cublaslt"] = fused_ms / lt_ms;
+  state.counters["rel_diff"] = diff;
+  if (lt_ms > 0) state.counters["cublaslt_rel_diff"] = lt_diff;
+  state.counters["sets"] = static_cast<double>(sets);
+  std::string label =
+      str_cat(shape, ", faster: ", fused_ms < cb_ms ? "fused_moe" : "cuBLAS", " (tile ", tile, "; ", key, ")");
+  if (!lt_note.empty()) label += " cublasLt: " + lt_note;
+  state.SetLabel(label);
+#endif
+}
+
+void shared_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"layer", "T"});
+  for (int layer : {kW13, kW2}) {
+    for (std::int64_t t : {1, 8, 64, 256, 2048}) b->Args({layer, t});
+  }
+}
+
 void nvfp4_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"layer", "T", "skewed", "staged"});
   for (int layer : {kW13, kW2}) {
@@ -694,6 +982,7 @@ BENCHMARK(BM_d2d_copy)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrose
 BENCHMARK(BM_expert_gemm)->Apply(args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_batched_moe)->Apply(batched_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_nvfp4_moe)->Apply(nvfp4_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_shared_expert)->Apply(shared_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace warmkey::bench
