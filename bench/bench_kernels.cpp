@@ -10,6 +10,7 @@
 // passes the HBM peak or a FLOP/s figure the tensor-core peak. Benchmark names: <kernel>/T:<tokens>.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <set>
@@ -220,6 +221,18 @@ equivalence::NumericCase bench_case(const KernelDescriptor& row, const ModelConf
   return launches.front().make_inputs(0x5eed + static_cast<std::uint64_t>(tokens));
 }
 
+// The grid WARMKEY_BENCH_GRID gives `kernel` ("moe_align=1"), else 0 (the contract's).
+unsigned grid_override(std::string_view kernel) {
+  const char* v = std::getenv("WARMKEY_BENCH_GRID");
+  if (v == nullptr) return 0;
+  const std::string_view text(v);
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos || text.substr(0, eq) != kernel) return 0;
+  const int blocks = std::atoi(std::string(text.substr(eq + 1)).c_str());
+  if (blocks < 1) throw InputError(str_cat("WARMKEY_BENCH_GRID: '", text, "' needs a block count >= 1"));
+  return static_cast<unsigned>(blocks);
+}
+
 void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const BenchKernel& sizes, std::int64_t tokens) {
   if (!device_or_skip(state)) return;
   const ModelConfig config = load_config(sizes.config);
@@ -236,9 +249,17 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
     copies.push_back(std::make_unique<equivalence::DeviceTensors>(Device::instance()));
     prepared.push_back(row->prepare(c, *copies.back()));
   }
-  for (const equivalence::PreparedLaunch& p : prepared) launches.push_back({p.bound, p.spec});
+  // WARMKEY_BENCH_GRID=<kernel>=<blocks> launches that kernel on another grid (a launch dimension,
+  // not a key field: an A/B of the grid heuristic with the same binary, where the kernel serves any
+  // grid; moe_align's does, moe_align.cuh NOTES).
+  const unsigned grid = grid_override(row->name);
+  for (equivalence::PreparedLaunch& p : prepared) {
+    if (grid > 0) p.spec.grid[0] = grid;
+    launches.push_back({p.bound, p.spec});
+  }
   const double bytes = sizes.bytes(c), flops = sizes.flops(c);
-  const std::string figure = str_cat(row->name, "/T:", tokens, " (", c.label, ")");
+  const std::string figure =
+      str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(), " (", c.label, ")");
   const double seconds = time_launches(state, launches, bytes, copy_bandwidth_gbs(), figure);
   if (flops > 0) {
     const double of_peak = roofline_guard(figure + " GFLOP/s", RooflineModel::flops, flops, seconds, gemm_operand(c));
