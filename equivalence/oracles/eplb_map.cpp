@@ -26,7 +26,8 @@ std::int64_t scalar(const NumericCase& c, const char* name) {
 std::string EplbMapCase::label() const {
   return str_cat("T=", num_tokens, " K=", top_k, " ", dtype_name(ids_dtype), " L=", num_logical,
                  " P=", num_logical + num_redundant, " slots=", slots, record ? " record" : " no-record",
-                 num_unpadded ? " unpadded" : "", in_place ? " in-place" : "", aligned ? " aligned" : " misaligned");
+                 num_unpadded ? " unpadded" : "", in_place ? " in-place" : "", aligned ? " aligned" : " misaligned",
+                 out_of_range_counts ? " bad-counts" : "");
 }
 
 NumericCase EplbMapOracle::make_case(const EplbMapArgs& a, const ModelConfig& config, std::uint64_t seed,
@@ -77,6 +78,16 @@ NumericCase EplbMapOracle::make_case(const EplbMapCase& p, bool reference) {
     if (counts.get_int(e) >= max_replicas) continue;
     l2p.set_int(e * p.slots + counts.get_int(e), perm[logical + r]);
     counts.set_int(e, counts.get_int(e) + 1);
+  }
+  if (p.out_of_range_counts) {
+    for (std::int64_t e = 0; e < logical; ++e) {
+      if (e % 11 == 0)
+        counts.set_int(e, p.slots + 3);
+      else if (e % 7 == 0)
+        counts.set_int(e, -2);
+      else if (e % 3 == 0)
+        counts.set_int(e, 0);
+    }
   }
   HostTensor ids = HostTensor::zeros("ids", p.ids_dtype, {p.num_tokens, p.top_k}, offset(p.ids_dtype));
   equivalence::fill_expert_ids(rng, ids, logical);

@@ -22,9 +22,13 @@ struct EplbMapCase {
   bool num_unpadded = false;        // record only rows below a random count
   bool in_place = false;            // out is ids itself
   bool aligned = true;              // false: ids, out and load one element past a 16-byte boundary
+  // Replica counts outside [1, slots] (0, negative, past slots) on every third, seventh and
+  // eleventh expert: the kernel clamps them as the reference does (a corrupt EPLB state never
+  // divides by zero or reads past its map row).
+  bool out_of_range_counts = false;
   std::uint64_t seed = 1;
 
-  // "T=7 K=6 i32 L=256 P=288 slots=1024 record unpadded in-place aligned"
+  // "T=7 K=6 i32 L=256 P=288 slots=1024 record unpadded in-place aligned [bad-counts]"
   std::string label() const;
 };
 

@@ -64,9 +64,15 @@ static_assert(kMoeAlignSingleBlockNumel >= kMoeAlignNumelBoundaries[0], "moe_ali
 static_assert(kMoeAlignNumelBoundaries[0] <= kSmallWarps * kEntriesInRegisters,
               "moe_align: a 4-warp key's warp owns at most 256 entries");
 
-std::int64_t moe_align_grid(std::int64_t numel) {
-  if (numel <= kMoeAlignSingleBlockNumel) return 1;
-  return std::min(kMoeAlignMaxBlocks, (numel + kMoeAlignSingleBlockNumel - 1) / kMoeAlignSingleBlockNumel);
+std::int64_t moe_align_single_block_numel(std::int64_t numel, std::int64_t num_experts) {
+  constexpr std::int64_t kMeasuredOneBlock = 6144;
+  return std::max(kMoeAlignSingleBlockNumel,
+                  std::min(kMeasuredOneBlock, moe_align_num_warps(numel, num_experts) * kEntriesInRegisters));
+}
+
+std::int64_t moe_align_grid(std::int64_t numel, std::int64_t num_experts) {
+  if (numel <= moe_align_single_block_numel(numel, num_experts)) return 1;
+  return std::min(kMoeAlignMaxBlocks, (numel + kMoeAlignEntriesPerBlock - 1) / kMoeAlignEntriesPerBlock);
 }
 
 const KernelDef& MoeAlign::kernel_def() {
@@ -177,7 +183,7 @@ LaunchSpec MoeAlign::launch_spec(const Args& a) const {
   const std::int64_t warps = moe_align_num_warps(numel, a.num_experts);
   LaunchSpec s;
   s.skip = numel == 0;
-  s.grid = {static_cast<unsigned>(moe_align_grid(numel)), 1, 1};
+  s.grid = {static_cast<unsigned>(moe_align_grid(numel, a.num_experts)), 1, 1};
   s.block = {static_cast<unsigned>(32 * warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(moe_align_shared_bytes(warps, a.num_experts));
   s.constant("NUM_EXPERTS", a.num_experts).constant("NUM_WARPS", warps);

@@ -23,9 +23,10 @@
 //   scalar head and tail when the pointer or the range is not 16-byte aligned. Two passes:
 //   [0, block_lo) -> copies summed into `before`, then [block_hi, numel) added on -> `total`
 //   (before + after). The sums read the copies with consecutive lanes (conflict-free) and add a
-//   group of kCopies lanes with shuffles. V1 (MOE_ALIGN_V1=1, below) counted with one histogram
-//   for the whole block, 4-byte loads and 64-bit index tests: 124 us at 65,536 tokens, E = 256
-//   (docs/PERFORMANCE.md), one SM's shared-atomic and bank-conflict rate. Measured on the H200
+//   group of kCopies lanes with shuffles. The first form (V1, removed after its A/B; git history,
+//   before 2026-12-05) counted with one histogram for the whole block, 4-byte loads and 64-bit index
+//   tests: 124 us at 65,536 tokens, E = 256 (docs/PERFORMANCE.md), one SM's shared-atomic and
+//   bank-conflict rate. Measured on the H200
 //   (docs/PERFORMANCE.md, "Routing, activation and combine kernels"; the A/B in one run): 54 us at
 //   65,536 tokens (V1 121), 16 us at 8,192 (V1 22), but 12.6 us at 1,024 (V1 10.9: the copies'
 //   set-up and reduction outweigh the count at 3 blocks).
@@ -60,12 +61,6 @@
 //   shifts and masks, so one binary serves every block size. block_m stays a CompileKey field
 //   (the contract's); the JitKey has one entry for the four (NVRTC work of this kernel / 4;
 //   docs/PERFORMANCE.md, "moe_align: block_m at run time").
-// - MOE_ALIGN_V1=1 (WARMKEY_KERNEL_OPTIONS=-DMOE_ALIGN_V1=1) compiles the previous algorithm for an
-//   A/B on the GPU: the same layout, one shared histogram a block and a place walk with
-//   __match_any_sync per step; it uses the first (NUM_WARPS * E + 3 * E + 1) ints.
-#ifndef MOE_ALIGN_V1
-#define MOE_ALIGN_V1 0
-#endif
 #define MOE_ALIGN_UNROLL 8
 #define MOE_ALIGN_COUNT_UNROLL 4
 
@@ -376,160 +371,6 @@ __device__ __forceinline__ void lane_copies_body(
   }
 }
 
-// V1: every block counts the whole batch into one shared histogram (NOTES).
-template <class S>
-__device__ __forceinline__ void shared_count_body(
-    const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
-    typename S::sorted_token_ids_t* sorted_token_ids, typename S::expert_ids_t* expert_ids,
-    typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::numel_t numel,
-    typename S::sorted_capacity_t sorted_capacity, typename S::blocks_capacity_t blocks_capacity,
-    typename S::block_m_t block_m) {
-  constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
-  const int log_m = 31 - __clz(static_cast<int>(block_m));  // block_m is a power of two
-  const int mask_m = (1 << log_m) - 1;
-  constexpr int kWarps = static_cast<int>(S::NUM_WARPS);
-  constexpr int kThreads = 32 * kWarps;
-  constexpr bool kHasMap = !S::expert_map_none;
-
-  extern __shared__ int smem[];
-  int* cursor = smem;                      // [kWarps][kExperts]
-  int* before = smem + kWarps * kExperts;  // [kExperts]
-  int* total = before + kExperts;          // [kExperts]: entries after the block's range, then totals
-  int* start = total + kExperts;           // [kExperts + 1]
-
-  const int lane = wk::lane_id();
-  const int warp = static_cast<int>(threadIdx.x / 32);
-  const long long n = static_cast<long long>(numel);
-  const long long grid = gridDim.x;
-  const long long block_chunk = ((n + grid - 1) / grid + 31) / 32 * 32;
-  const long long block_lo = blockIdx.x * block_chunk < n ? blockIdx.x * block_chunk : n;
-  const long long block_hi = block_lo + block_chunk < n ? block_lo + block_chunk : n;
-  const long long chunk = ((block_hi - block_lo + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const long long lo = block_lo + warp * chunk < block_hi ? block_lo + warp * chunk : block_hi;
-  const long long hi = lo + chunk < block_hi ? lo + chunk : block_hi;
-  int* my_row = cursor + warp * kExperts;
-
-  for (int i = threadIdx.x; i < (kWarps + 2) * kExperts; i += kThreads) smem[i] = 0;
-  __syncthreads();
-
-  // 1. count: the block's own range per warp, everything else into `before` / `total` (after).
-  for (long long base = lo; base < hi; base += 32 * MOE_ALIGN_UNROLL) {
-    int e[MOE_ALIGN_UNROLL];
-#pragma unroll
-    for (int u = 0; u < MOE_ALIGN_UNROLL; ++u) e[u] = expert_of<kExperts>(topk_ids, base + u * 32 + lane, hi);
-#pragma unroll
-    for (int u = 0; u < MOE_ALIGN_UNROLL; ++u) {
-      if (e[u] >= 0) atomicAdd(my_row + e[u], 1);
-    }
-  }
-  if (kWarps > 4 && grid > 1) {  // NUM_WARPS == 4 means numel <= 1024: always one block
-    for (long long base = 0; base < n; base += static_cast<long long>(kThreads) * MOE_ALIGN_UNROLL) {
-      int e[MOE_ALIGN_UNROLL];
-#pragma unroll
-      for (int u = 0; u < MOE_ALIGN_UNROLL; ++u) {
-        const long long o = base + u * kThreads + threadIdx.x;
-        e[u] = o >= block_lo && o < block_hi ? -1 : expert_of<kExperts>(topk_ids, o, n);
-      }
-#pragma unroll
-      for (int u = 0; u < MOE_ALIGN_UNROLL; ++u) {
-        if (e[u] >= 0) atomicAdd((base + u * kThreads + threadIdx.x < block_lo ? before : total) + e[u], 1);
-      }
-    }
-  }
-  __syncthreads();
-
-  // 2. scan: per-warp exclusive prefix (after the entries before the block) and totals, then
-  // padded starts (warp 0).
-  for (int e = threadIdx.x; e < kExperts; e += kThreads) {
-    int run = before[e];
-    for (int w = 0; w < kWarps; ++w) {
-      const int c = cursor[w * kExperts + e];
-      cursor[w * kExperts + e] = run;
-      run += c;
-    }
-    total[e] += run;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    constexpr int kPer = (kExperts + 31) / 32;
-    int local = 0;
-#pragma unroll 4
-    for (int i = 0; i < kPer; ++i) {
-      const int e = lane * kPer + i;
-      if (e < kExperts) local += (total[e] + mask_m) & ~mask_m;
-    }
-    int incl = local;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int v = __shfl_up_sync(wk::kFullMask, incl, off);
-      if (lane >= off) incl += v;
-    }
-    int run = incl - local;
-    for (int i = 0; i < kPer; ++i) {
-      const int e = lane * kPer + i;
-      if (e < kExperts) {
-        start[e] = run;
-        run += (total[e] + mask_m) & ~mask_m;
-      }
-    }
-    if (lane == 31) start[kExperts] = incl;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < kWarps * kExperts; i += kThreads) cursor[i] += start[i % kExperts];
-  const int total_padded = start[kExperts];
-  if (blockIdx.x == 0 && threadIdx.x == 0) num_tokens_post_padded[0] = total_padded;
-
-  // Block experts and padding, over the whole grid (independent of the placement below).
-  const long long g = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x;
-  const long long g_stride = grid * kThreads;
-  for (long long b = g; b < static_cast<long long>(blocks_capacity); b += g_stride) {
-    const long long pos = b << log_m;
-    int v = -1;
-    if (pos < total_padded) {
-      int a = 0, z = kExperts - 1;  // largest e with start[e] <= pos
-      while (a < z) {
-        const int mid = (a + z + 1) / 2;
-        if (start[mid] <= pos) {
-          a = mid;
-        } else {
-          z = mid - 1;
-        }
-      }
-      v = a;
-      if constexpr (kHasMap) v = __ldg(expert_map + a);
-    }
-    expert_ids[b] = v;
-  }
-  for (long long i = g; i < (static_cast<long long>(kExperts) << log_m); i += g_stride) {
-    const int e = static_cast<int>(i >> log_m);
-    const int p = start[e] + total[e] + static_cast<int>(i & mask_m);
-    if (p < start[e + 1]) sorted_token_ids[p] = static_cast<int>(n);
-  }
-  for (long long p = total_padded + g; p < static_cast<long long>(sorted_capacity); p += g_stride)
-    sorted_token_ids[p] = static_cast<int>(n);
-  __syncthreads();
-
-  // 3. place, in flat order.
-  for (long long base = lo; base < hi; base += 32 * MOE_ALIGN_UNROLL) {
-    int e[MOE_ALIGN_UNROLL];
-#pragma unroll
-    for (int u = 0; u < MOE_ALIGN_UNROLL; ++u) e[u] = expert_of<kExperts>(topk_ids, base + u * 32 + lane, hi);
-#pragma unroll
-    for (int u = 0; u < MOE_ALIGN_UNROLL; ++u) {
-      const int key = e[u];
-      const bool valid = key >= 0;
-      const unsigned peers = __match_any_sync(wk::kFullMask, key);
-      const int at = valid ? my_row[key] : 0;
-      __syncwarp();
-      if (valid) {
-        sorted_token_ids[at + __popc(peers & wk::lanemask_lt())] = static_cast<int>(base + u * 32 + lane);
-        if ((peers & wk::lanemask_lt()) == 0) my_row[key] = at + __popc(peers);
-      }
-      __syncwarp();
-    }
-  }
-}
-
 }  // namespace moe_align_detail
 
 template <class S>
@@ -542,11 +383,6 @@ __global__ void __launch_bounds__(32 * S::NUM_WARPS)
   static_assert(wk::same_type<typename S::sorted_token_ids_t, int>::value, "moe_align: sorted_token_ids must be i32");
   static_assert(wk::same_type<typename S::expert_ids_t, int>::value, "moe_align: expert_ids must be i32");
   static_assert(S::NUM_WARPS >= 1 && S::NUM_WARPS <= 32, "moe_align: 1 to 32 warps");
-#if MOE_ALIGN_V1
-  moe_align_detail::shared_count_body<S>(topk_ids, expert_map, sorted_token_ids, expert_ids, num_tokens_post_padded,
-                                         numel, sorted_capacity, blocks_capacity, block_m);
-#else
   moe_align_detail::lane_copies_body<S>(topk_ids, expert_map, sorted_token_ids, expert_ids, num_tokens_post_padded,
                                         numel, sorted_capacity, blocks_capacity, block_m);
-#endif
 }

@@ -40,14 +40,20 @@ inline constexpr std::int64_t kMoeAlignNumelBoundaries[] = {1024};
 // Dynamic shared memory of a launch: (NUM_WARPS * E + 3 * E + 1 + 32) ints (the rows, which the
 // whole-batch histogram's copies alias, before, total, start and the scan's per-warp sums).
 std::int64_t moe_align_shared_bytes(std::int64_t num_warps, std::int64_t num_experts);
-// Blocks of a launch: 1 up to kMoeAlignSingleBlockNumel entries (the one-block path is fastest for
-// small batches), else ceil(numel / kMoeAlignSingleBlockNumel) up to kMoeAlignMaxBlocks. Every block
-// of a several-block grid counts all numel ids (moe_align.cuh, NOTES), so the cap bounds the
-// redundant reads. The grid is a
-// launch dimension, not a key field: one binary serves every grid.
-inline constexpr std::int64_t kMoeAlignSingleBlockNumel = 2048;
+// Blocks of a launch. One block up to moe_align_single_block_numel(numel, E) entries (the one-block
+// path is fastest for small batches: it counts nothing twice), else ceil(numel /
+// kMoeAlignEntriesPerBlock) up to kMoeAlignMaxBlocks. Every block of a several-block grid counts all
+// numel ids (moe_align.cuh, NOTES), so the cap bounds the redundant reads. The grid is a launch
+// dimension, not a key field: one binary serves every grid.
+inline constexpr std::int64_t kMoeAlignSingleBlockNumel = 2048;  // always one block up to here
+inline constexpr std::int64_t kMoeAlignEntriesPerBlock = 2048;   // a several-block grid's share
 inline constexpr std::int64_t kMoeAlignMaxBlocks = 32;
-std::int64_t moe_align_grid(std::int64_t numel);
+// The one-block limit: max(2048, min(6144, NUM_WARPS * 256)): one block while every warp keeps its
+// chunk in registers (256 entries a warp), up to 6144 entries (T = 1024 at top-6 over E = 256: one
+// block 10.9 us against 12.6 us on three, H200, docs/PERFORMANCE.md; at 49,152 entries one block
+// took 49.8 us against 15.9 on 24).
+std::int64_t moe_align_single_block_numel(std::int64_t numel, std::int64_t num_experts);
+std::int64_t moe_align_grid(std::int64_t numel, std::int64_t num_experts);
 
 // CompileKey fields, in order:
 //   num_experts            E (the constexpr NUM_EXPERTS: shared-memory tables are sized by it):

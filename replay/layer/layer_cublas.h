@@ -1,6 +1,7 @@
 // cuBLAS for the layer's plain dense steps (the shared expert's GEMMs, the identity add), loaded
 // lazily with dlopen like the driver: the CLI links no cuBLAS and runs where it is missing. The
-// handle works on a workspace of its own, so a CUDA-graph capture of the layer allocates nothing.
+// handle works on a workspace of its own, so a CUDA-graph capture of the layer allocates nothing;
+// both live until the process exits.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,10 @@ class Cublas {
   void bind(Stream stream);                                  // the stream and our workspace
   static constexpr std::size_t kWorkspaceBytes = 32u << 20;  // cuBLAS's recommendation for Hopper
   struct Api;
-  DeviceBuffer* workspace_ = nullptr;  // never freed: the handle lives as long as the process
+  ~Cublas();
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+  DeviceBuffer* workspace_ = nullptr;  // freed with the handle at exit (~Cublas)
   Api* api_ = nullptr;
   void* handle_ = nullptr;
   std::string reason_;

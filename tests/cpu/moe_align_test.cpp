@@ -236,3 +236,20 @@ TEST(MoeAlignContract, warpCountComesFromTheKeyNotFromAWarmupShape) {
 
 }  // namespace
 }  // namespace warmkey
+
+namespace warmkey {
+
+// One block while every warp keeps its chunk in registers, up to 6144 entries (the measured A/B);
+// a several-block grid gives each block about 2048 entries, at most 32 blocks.
+TEST(MoeAlignGrid, oneBlockUpToTheRegisterLimitThenShares) {
+  EXPECT_EQ(moe_align_grid(1, 256), 1);
+  EXPECT_EQ(moe_align_grid(6144, 256), 1);  // T = 1024 at top-6: 32 warps x 192
+  EXPECT_EQ(moe_align_grid(6150, 256), 4);
+  EXPECT_EQ(moe_align_grid(5376, 384), 1);  // 21 warps x 256
+  EXPECT_EQ(moe_align_grid(5382, 384), 3);
+  EXPECT_EQ(moe_align_grid(2048, 1024), 1);  // 8 warps: the old limit stays the floor
+  EXPECT_EQ(moe_align_grid(2054, 1024), 2);
+  EXPECT_EQ(moe_align_grid(393216, 256), 32);
+}
+
+}  // namespace warmkey

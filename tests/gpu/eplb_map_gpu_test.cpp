@@ -1,5 +1,6 @@
 // eplb_map on the GPU against the Eigen reference: i32 and i64 ids, 1 to 65536 tokens, recording
-// on and off, the unpadded limit, in place, shared-memory and global-atomic load histograms;
+// on and off, the unpadded limit, in place, shared-memory and global-atomic load histograms,
+// replica counts outside [1, slots];
 // outputs poisoned first, loads compared exactly (the order of atomic additions is free).
 #include <gtest/gtest.h>
 
@@ -48,6 +49,12 @@ std::vector<equivalence::EplbMapCase> all_cases() {
   extra(300, 1, 3, 4);         // one logical expert (its value class is the constant 1)
   extra(65536, 256, 32, 1024);
   extra(0, 256, 32, 1024);  // launches nothing
+  // A corrupt EPLB state: replica counts 0, -2 and slots + 3, clamped to [1, slots] on the device
+  // as in the reference.
+  for (std::int64_t slots : {4, 1024}) {
+    extra(500, 64, 16, slots);
+    cases.back().out_of_range_counts = true;
+  }
   return cases;
 }
 

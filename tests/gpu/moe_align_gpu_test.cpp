@@ -60,11 +60,14 @@ std::vector<equivalence::MoeAlignCase> all_cases() {
   extra(5000, 1, 128, false);    // one expert
   extra(65536, 256, 64, false);
   extra(65536, 256, 16, true);  // most entries on four experts: long groups
-  // Around the one-block limit (kMoeAlignSingleBlockNumel = 2048 entries: 341 x 6 = 2046 in one
-  // block, 342 x 6 = 2052 in two), and E = 384 at prefill sizes (several blocks).
-  extra(341, 256, 16, false);
-  extra(342, 256, 16, false);
-  extra(342, 256, 128, true);
+  // Around the one-block limits (E = 256: 6144 entries, 1024 x 6 in one block, 1025 x 6 = 6150 in
+  // four; E = 384, 21 warps: 5376, 896 x 6 in one, 897 x 6 in three), and E = 384 at prefill sizes
+  // (several blocks).
+  extra(1024, 256, 16, false);
+  extra(1025, 256, 16, false);
+  extra(1025, 256, 128, true);
+  extra(896, 384, 64, false);
+  extra(897, 384, 64, true);
   extra(8192, 384, 32, true);
   extra(65536, 384, 128, false);
   // numel == 0 launches nothing (tests/cpu/moe_align_test.cpp): no numeric case to compare.
