@@ -7,16 +7,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "equivalence/kernel_table.h"
 #include "equivalence/oracles/deepep_globalize.h"
 #include "equivalence/oracles/ep_gather.h"
 #include "equivalence/oracles/ep_scatter.h"
+#include "replay/ep/device_experts.h"
 #include "replay/ep/nccl.h"
 #include "replay/ep/simulator.h"
 #include "spaces/rng.h"
@@ -123,6 +129,42 @@ struct Reader {
   }
 };
 
+void write_timing(Writer& w, const StepTiming& t) {
+  w.pod(t.tokens);
+  w.pod(t.recv_rows);
+  w.pod(t.dispatch_ms);
+  w.pod(t.experts_ms);
+  w.pod(t.combine_ms);
+  w.pod<std::uint8_t>(t.transfers_on_device);
+  w.pod<std::uint8_t>(t.experts_on_device);
+  w.pod(t.a2a_bytes);
+  w.pod(t.nccl_bytes);
+  w.pod(t.a2a_ms);
+  w.pod(t.nccl_ms);
+  w.pod(t.bandwidth_ratio);
+  w.text(t.nccl_baseline);
+}
+StepTiming read_timing(Reader& r) {
+  StepTiming t;
+  t.tokens = r.pod<std::int64_t>();
+  t.recv_rows = r.pod<std::int64_t>();
+  t.dispatch_ms = r.pod<double>();
+  t.experts_ms = r.pod<double>();
+  t.combine_ms = r.pod<double>();
+  t.transfers_on_device = r.pod<std::uint8_t>() != 0;
+  t.experts_on_device = r.pod<std::uint8_t>() != 0;
+  t.a2a_bytes = r.pod<std::int64_t>();
+  t.nccl_bytes = r.pod<std::int64_t>();
+  t.a2a_ms = r.pod<double>();
+  t.nccl_ms = r.pod<double>();
+  t.bandwidth_ratio = r.pod<double>();
+  t.nccl_baseline = r.text();
+  return t;
+}
+
+// The seed of the routed experts' weights (ranks and parent make the same ones).
+std::uint64_t weight_seed(std::uint64_t seed) { return seed ^ 0x77; }
+
 Bytes pack(const DispatchMessage& m) {
   Writer w;
   w.pod<std::uint64_t>(m.tokens.size());
@@ -154,8 +196,8 @@ RowMatrixXf unpack_matrix(const Bytes& b) {
 
 class RankProcess {
  public:
-  RankProcess(const LaunchOptions& o, int rank, int fd)
-      : o_(o), rank_(rank), fd_(fd), ranks_(static_cast<int>(o.config.ep_size)) {}
+  RankProcess(const LaunchOptions& o, int rank, int fd, int device)
+      : o_(o), rank_(rank), fd_(fd), ranks_(static_cast<int>(o.config.ep_size)), device_index_(device) {}
 
   int run() {
     try {
@@ -187,9 +229,12 @@ class RankProcess {
     return std::move(*f);
   }
 
-  // One all-to-all: send[d] to rank d; returns what each rank s sent here.
-  std::vector<Bytes> exchange(std::uint32_t type, std::vector<Bytes> send) {
-    if (nccl_) return exchange_nccl(std::move(send));
+  // One all-to-all: send[d] to rank d; returns what each rank s sent here. `ms`: its time (CUDA
+  // events around the NCCL payload exchange, else the host's clock around the relayed one); `bw`:
+  // also measure the bandwidth against NCCL's own all-to-all (nccl transport, every rank at once).
+  std::vector<Bytes> exchange(std::uint32_t type, std::vector<Bytes> send, double* ms, StepTiming* bw = nullptr) {
+    if (nccl_) return exchange_nccl(std::move(send), ms, bw);
+    const auto t0 = Clock::now();
     for (int d = 0; d < ranks_; ++d)
       if (!send_frame(fd_, {type, rank_, d, std::move(send[static_cast<std::size_t>(d)])})) _exit(4);
     std::vector<Bytes> recv(static_cast<std::size_t>(ranks_));
@@ -197,12 +242,14 @@ class RankProcess {
       Frame f = expect(type);
       recv.at(static_cast<std::size_t>(f.src)) = std::move(f.payload);
     }
+    *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     return recv;
   }
 
   // The same all-to-all over NCCL on device buffers: the sizes first, then the bytes.
-  std::vector<Bytes> exchange_nccl(std::vector<Bytes> send) {
+  std::vector<Bytes> exchange_nccl(std::vector<Bytes> send, double* ms, StepTiming* bw) {
     Device& dev = Device::instance();
+    const Stream stream = stream_->get();
     const auto n = static_cast<std::size_t>(ranks_);
     std::vector<std::uint64_t> send_sizes(n), recv_sizes(n);
     for (std::size_t d = 0; d < n; ++d) send_sizes[d] = send[d].size();
@@ -215,8 +262,8 @@ class RankProcess {
       sp[d] = static_cast<const char*>(sizes_out.data()) + d * 8;
       rp[d] = static_cast<char*>(sizes_in.data()) + d * 8;
     }
-    nccl_->all_to_all(sp.data(), eight.data(), rp.data(), eight.data(), ranks_, nullptr);
-    dev.synchronize();
+    nccl_->all_to_all(sp.data(), eight.data(), rp.data(), eight.data(), ranks_, stream);
+    dev.synchronize(stream);
     dev.copy_to_host(recv_sizes.data(), sizes_in.data(), n * 8);
     std::vector<DeviceBuffer> out_bufs, in_bufs;
     std::vector<std::size_t> sb(n), rb(n);
@@ -229,14 +276,65 @@ class RankProcess {
       sp[d] = out_bufs.back().data();
       rp[d] = in_bufs.back().data();
     }
-    nccl_->all_to_all(sp.data(), sb.data(), rp.data(), rb.data(), ranks_, nullptr);
-    dev.synchronize();
+    *ms = dev.time_ms(stream, [&] { nccl_->all_to_all(sp.data(), sb.data(), rp.data(), rb.data(), ranks_, stream); });
+    dev.synchronize(stream);
     std::vector<Bytes> recv(n);
     for (std::size_t s = 0; s < n; ++s) {
       recv[s].resize(rb[s]);
       if (rb[s]) dev.copy_to_host(recv[s].data(), in_bufs[s].data(), rb[s]);
     }
+    if (bw) measure_bandwidth(sp, sb, rp, rb, *bw);
     return recv;
+  }
+
+  // The same payload exchange again (warm: its first run set the connections up), then NCCL's own
+  // all-to-all on uniform buffers of the same size class: every rank's total send bytes spread
+  // evenly over the ranks (the largest rank's, so every rank passes the same count, as the
+  // collective requires), each timed with CUDA events over kRuns runs.
+  void measure_bandwidth(const std::vector<const void*>& sp, const std::vector<std::size_t>& sb,
+                         const std::vector<void*>& rp, const std::vector<std::size_t>& rb, StepTiming& bw) {
+    constexpr int kRuns = 5;
+    Device& dev = Device::instance();
+    const Stream stream = stream_->get();
+    const auto n = static_cast<std::size_t>(ranks_);
+    std::uint64_t total = 0;
+    for (std::size_t d = 0; d < n; ++d) total += sb[d];
+    // Every rank's total, so all agree on the uniform count.
+    std::vector<std::uint64_t> mine(n, total), theirs(n);
+    DeviceBuffer out = dev.alloc(n * 8), in = dev.alloc(n * 8);
+    dev.copy_to_device(out.data(), mine.data(), n * 8);
+    std::vector<const void*> tp(n);
+    std::vector<void*> tr(n);
+    std::vector<std::size_t> eight(n, 8);
+    for (std::size_t d = 0; d < n; ++d) {
+      tp[d] = static_cast<const char*>(out.data()) + d * 8;
+      tr[d] = static_cast<char*>(in.data()) + d * 8;
+    }
+    nccl_->all_to_all(tp.data(), eight.data(), tr.data(), eight.data(), ranks_, stream);
+    dev.synchronize(stream);
+    dev.copy_to_host(theirs.data(), in.data(), n * 8);
+    const std::uint64_t most = *std::max_element(theirs.begin(), theirs.end());
+    if (most == 0) return;  // nothing moved on any rank: nothing to compare
+    double ours = 0;
+    for (int it = 0; it < kRuns; ++it)
+      ours +=
+          dev.time_ms(stream, [&] { nccl_->all_to_all(sp.data(), sb.data(), rp.data(), rb.data(), ranks_, stream); });
+    const std::size_t count = (most + n - 1) / n;
+    DeviceBuffer us = dev.alloc(count * n), ur = dev.alloc(count * n);
+    dev.fill_bytes(us.data(), 0x3c, count * n);
+    nccl_->all_to_all_uniform(us.data(), ur.data(), count, ranks_, stream);  // its connections, untimed
+    dev.synchronize(stream);
+    double theirs_ms = 0;
+    for (int it = 0; it < kRuns; ++it)
+      theirs_ms += dev.time_ms(stream, [&] { nccl_->all_to_all_uniform(us.data(), ur.data(), count, ranks_, stream); });
+    bw.a2a_bytes = static_cast<std::int64_t>(total);
+    bw.a2a_ms = ours / kRuns;
+    bw.nccl_bytes = static_cast<std::int64_t>(count * n);
+    bw.nccl_ms = theirs_ms / kRuns;
+    bw.nccl_baseline = nccl_->uniform_name();
+    if (bw.a2a_ms > 0 && bw.nccl_ms > 0 && total > 0)
+      bw.bandwidth_ratio =
+          (static_cast<double>(bw.a2a_bytes) / bw.a2a_ms) / (static_cast<double>(bw.nccl_bytes) / bw.nccl_ms);
   }
 
   void main() {
@@ -274,9 +372,14 @@ class RankProcess {
     if (!send_frame(fd_, {kWarm, rank_, -1, std::move(ww.b)})) _exit(4);
     expect(kWarm);  // every rank has warmed: the steps start together
 
-    const Placement p = Placement::make(c, spaces::eplb_state(c, 1), ranks_);
-    const ExpertWeights w = make_weights(c, o_.seed ^ 0x77);
+    const Placement& p = *placement_;
+    // The CPU reference experts need every expert's weights; the device path uploaded its own.
+    const ExpertWeights w = experts_ ? ExpertWeights{} : make_weights(c, weight_seed(o_.seed));
     for (std::size_t step = 0; step < o_.tokens.size(); ++step) {
+      StepTiming timing;
+      timing.tokens = o_.tokens[step];
+      timing.transfers_on_device = nccl_ != nullptr;
+      timing.experts_on_device = experts_ != nullptr;
       const std::vector<RankInput> in =
           make_inputs(c, std::vector<std::int64_t>(static_cast<std::size_t>(ranks_), o_.tokens[step]), o_.seed + step);
       const RankInput& mine = in[static_cast<std::size_t>(rank_)];
@@ -288,24 +391,39 @@ class RankProcess {
         summary_.sent_rows += static_cast<std::int64_t>(m.tokens.size());
       }
       std::vector<DispatchMessage> inbox;
-      for (const Bytes& b : exchange(kDispatch, std::move(out))) inbox.push_back(unpack_message(b));
+      for (const Bytes& b : exchange(kDispatch, std::move(out), &timing.dispatch_ms, nccl_ ? &timing : nullptr))
+        inbox.push_back(unpack_message(b));
       hook("combine");
       RankTrace trace;
-      const std::vector<RowMatrixXf> back =
-          rank_experts(c, p, w, rank_, inbox, recv_rows(o_.tokens[step], ranks_), &trace);
+      std::vector<std::string> unwarmed;
+      const std::int64_t n_alloc = recv_rows(o_.tokens[step], ranks_);
+      std::vector<RowMatrixXf> back;
+      if (experts_) {
+        ScatteredRows rows = rank_receive(c, p, rank_, inbox, n_alloc, trace);
+        const RowMatrixXf partial = experts_->run(trace.recv, trace.global_ids, &timing.experts_ms, &unwarmed);
+        trace.expert_out = std::move(rows.a);  // ep_gather's device check reads the scattered rows
+        back = split_combine(partial, trace.recv.recv_prefix);
+      } else {
+        const auto t0 = Clock::now();
+        back = rank_experts(c, p, w, rank_, inbox, n_alloc, &trace);
+        timing.experts_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      }
       summary_.recv_rows += trace.recv.num_recv;
+      timing.recv_rows = trace.recv.num_recv;
       std::vector<Bytes> back_bytes;
       for (const RowMatrixXf& m : back) back_bytes.push_back(pack(m));
       std::vector<RowMatrixXf> replies;
-      for (const Bytes& b : exchange(kCombine, std::move(back_bytes))) replies.push_back(unpack_matrix(b));
+      for (const Bytes& b : exchange(kCombine, std::move(back_bytes), &timing.combine_ms))
+        replies.push_back(unpack_matrix(b));
       const RowMatrixXf result = rank_combine(c, sent, replies, mine.x.rows());
-      if (nccl_) device_checks(trace, step);
-      // Every EP launch of the step against this rank's warm set.
+      if (on_device_) device_checks(trace, step);
+      // Every EP launch of the step against this rank's warm set, and the device expert path's.
       Simulation one;
       one.ranks.push_back(std::move(trace));
       std::vector<std::string> bad = check_launch_keys(c, one);
       for (std::string& line : bad)
         line = str_cat("rank ", rank_, " step ", step, ": ", line.substr(line.find(':') + 2));
+      for (const std::string& line : unwarmed) bad.push_back(str_cat("rank ", rank_, " step ", step, ": ", line));
       summary_.launches += 3;
       hook("result");
       Writer r;
@@ -324,6 +442,9 @@ class RankProcess {
       r.pod<std::uint64_t>(device_problems_.size());
       for (const std::string& line : device_problems_) r.text(line);
       device_problems_.clear();
+      r.pod<std::int32_t>(device_index_);
+      r.pod<std::int64_t>(experts_ ? experts_->launches() : 0);
+      write_timing(r, timing);
       if (!send_frame(fd_, {kResult, rank_, -1, std::move(r.b)})) _exit(4);
       expect(kResult);  // the parent has every rank's result: the next step starts together
     }
@@ -396,17 +517,20 @@ class RankProcess {
   }
 
   void warm() {
-    if (o_.warm == LaunchOptions::Warm::none && !nccl_) return;
+    placement_ = Placement::make(o_.config, spaces::eplb_state(o_.config, 1), ranks_);
+    on_device_ = o_.experts_on_device();
+    if (o_.warm == LaunchOptions::Warm::none && !on_device_) return;
     const auto t0 = Clock::now();
     RuntimeOptions ro;
     ro.target.arch = o_.arch;
     ro.cache_dir = o_.cache_dir;
     ro.mode = MonitorMode::error;
-    ro.compile_only = o_.transport == Transport::socket;  // the socket transport launches nothing
+    ro.compile_only = !on_device_;  // the socket transport on the CPU launches nothing
     rt_ = std::make_unique<JitRuntime>(ro);
     JitRuntime& rt = *rt_;
     if (o_.warm == LaunchOptions::Warm::none) {
-      rt.monitor().activate();  // nothing warmed: the device checks' first launch is an error
+      rt.monitor().activate();  // nothing warmed: the first device launch is an error
+      start_device_experts();
       return;
     }
     const Registry& reg = equivalence::builtin_registry();
@@ -415,6 +539,8 @@ class RankProcess {
       kernels.push_back(std::nullopt);
     else
       kernels = {"deepep_globalize", "ep_scatter", "ep_gather"};
+    if (on_device_ && o_.warm == LaunchOptions::Warm::ep_kernels)
+      for (const std::string& k : expert_kernels()) kernels.push_back(k);
     for (const auto& k : kernels) {
       const Plan plan = plan_warmup(reg, o_.config, k, ro.target);
       WarmupOptions wo;
@@ -427,14 +553,28 @@ class RankProcess {
       summary_.compiled += static_cast<std::int64_t>(s.compiled);
       summary_.disk_hits += static_cast<std::int64_t>(s.disk_hits);
     }
-    summary_.warm_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     rt.monitor().activate();  // from here on a compile is an error
+    start_device_experts();
+    summary_.warm_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+  // The rank's stream and its local experts' weights on the device (part of the warmup phase: at
+  // dsv4-flash sizes the upload takes seconds).
+  void start_device_experts() {
+    if (!on_device_) return;
+    stream_ = std::make_unique<ScopedStream>(Device::instance());
+    experts_ =
+        std::make_unique<DeviceExperts>(o_.config, *placement_, rank_, weight_seed(o_.seed), *rt_, stream_->get());
   }
 
   const LaunchOptions& o_;
-  int rank_, fd_, ranks_;
+  int rank_, fd_, ranks_, device_index_;
+  bool on_device_ = false;
+  std::optional<Placement> placement_;
   std::unique_ptr<Nccl> nccl_;
   std::unique_ptr<JitRuntime> rt_;
+  std::unique_ptr<ScopedStream> stream_;
+  std::unique_ptr<DeviceExperts> experts_;
   RankSummary summary_;
   std::vector<std::string> device_problems_;
 };
@@ -559,10 +699,119 @@ std::string LaunchReport::text() const {
                  " compiled, ", r.disk_hits, " disk hits, ", r.warm_seconds, " s), sent ", r.sent_rows,
                  " rows, received ", r.recv_rows, ", ", r.launches, " EP launches checked, ", r.device_checks,
                  " device checks, ", r.runtime_compiles, " runtime compiles\n");
+  for (const RankSummary& r : ranks) {
+    s += str_cat("  rank ", r.rank, " expert GEMMs ",
+                 r.device_experts ? str_cat("on device ", r.device, " (", r.expert_launches, " launches)")
+                                  : std::string("on the CPU (references)"),
+                 "; per step (ms): tokens, received rows, dispatch, experts, combine\n");
+    char line[320];
+    for (const StepTiming& t : r.steps) {
+      std::snprintf(line, sizeof line,
+                    "    T=%-6lld recv %-6lld dispatch %10.3f %-6s experts %10.3f %-6s combine %10.3f %-6s",
+                    static_cast<long long>(t.tokens), static_cast<long long>(t.recv_rows), t.dispatch_ms,
+                    t.transfers_on_device ? "(gpu)" : "(host)", t.experts_ms, t.experts_on_device ? "(gpu)" : "(host)",
+                    t.combine_ms, t.transfers_on_device ? "(gpu)" : "(host)");
+      s += line;
+      if (!t.nccl_baseline.empty())
+        s += str_cat("; all-to-all ", t.a2a_bytes, " B in ", t.a2a_ms, " ms vs ", t.nccl_baseline, " ", t.nccl_bytes,
+                     " B in ", t.nccl_ms, " ms: bandwidth ratio ", t.bandwidth_ratio);
+      s += "\n";
+    }
+  }
+  if (device_experts) s += str_cat("  sampled check: ", checked, " outputs, worst ", worst, " of the tolerance\n");
   for (const std::string& p : problems) s += str_cat("  problem: ", p, "\n");
   if (!error.empty()) s += str_cat("  error: ", error, "\n");
   s += ok ? "result: OK, the distributed layer matches the reference layer on every rank\n" : "result: FAILED\n";
   return s;
+}
+
+nlohmann::json LaunchReport::to_json() const {
+  nlohmann::json j = {{"ok", ok},           {"steps", steps}, {"seconds", seconds},  {"device_experts", device_experts},
+                      {"checked", checked}, {"worst", worst}, {"problems", problems}};
+  if (!error.empty()) j["error"] = error;
+  j["ranks"] = nlohmann::json::array();
+  for (const RankSummary& r : ranks) {
+    nlohmann::json jr = {{"rank", r.rank},
+                         {"id_digest", r.id_digest},
+                         {"warm_keys", r.warm_keys},
+                         {"compiled", r.compiled},
+                         {"disk_hits", r.disk_hits},
+                         {"warm_seconds", r.warm_seconds},
+                         {"launches", r.launches},
+                         {"sent_rows", r.sent_rows},
+                         {"recv_rows", r.recv_rows},
+                         {"device_checks", r.device_checks},
+                         {"runtime_compiles", r.runtime_compiles},
+                         {"device_experts", r.device_experts},
+                         {"device", r.device},
+                         {"expert_launches", r.expert_launches}};
+    jr["steps"] = nlohmann::json::array();
+    for (const StepTiming& t : r.steps) {
+      nlohmann::json js = {{"tokens", t.tokens},
+                           {"recv_rows", t.recv_rows},
+                           {"dispatch_ms", t.dispatch_ms},
+                           {"experts_ms", t.experts_ms},
+                           {"combine_ms", t.combine_ms},
+                           {"transfers_on_device", t.transfers_on_device},
+                           {"experts_on_device", t.experts_on_device}};
+      if (!t.nccl_baseline.empty()) {
+        js["all_to_all"] = {
+            {"bytes", t.a2a_bytes},       {"ms", t.a2a_ms},       {"nccl_baseline", t.nccl_baseline},
+            {"nccl_bytes", t.nccl_bytes}, {"nccl_ms", t.nccl_ms}, {"bandwidth_ratio", t.bandwidth_ratio}};
+      }
+      jr["steps"].push_back(js);
+    }
+    j["ranks"].push_back(jr);
+  }
+  return j;
+}
+
+int visible_gpus(std::string* why) {
+  // A child asks the driver (cuInit, cuDeviceGetCount) and writes the count to a pipe: this
+  // process stays without CUDA, so the ranks it forks later can use it.
+  int fds[2];
+  if (pipe(fds) != 0) {
+    if (why) *why = str_cat("pipe: ", std::strerror(errno));
+    return 0;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (why) *why = str_cat("fork: ", std::strerror(errno));
+    return 0;
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::int32_t answer[2] = {0, -1};  // count, the failing call's result (-1: no libcuda.so.1)
+    if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+      using Init = int (*)(unsigned);
+      using Count = int (*)(int*);
+      auto init = reinterpret_cast<Init>(dlsym(h, "cuInit"));
+      auto count = reinterpret_cast<Count>(dlsym(h, "cuDeviceGetCount"));
+      int n = 0;
+      answer[1] = init && count ? init(0) : -2;
+      if (answer[1] == 0) answer[1] = count(&n);
+      if (answer[1] == 0) answer[0] = n;
+    }
+    const bool sent = write_all(fds[1], answer, sizeof answer);
+    _exit(sent ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::int32_t answer[2] = {0, -3};
+  const bool got = read_all(fds[0], answer, sizeof answer);
+  ::close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  if (!got) answer[1] = -3;
+  if (answer[0] > 0) return answer[0];
+  if (why) {
+    *why = answer[1] == -1   ? "libcuda.so.1 could not be loaded (no NVIDIA driver)"
+           : answer[1] == -2 ? "libcuda.so.1 has no cuInit or cuDeviceGetCount"
+           : answer[1] == -3 ? "the probe process gave no answer"
+           : answer[1] == 0  ? "the driver lists no GPU"
+                             : str_cat("cuInit / cuDeviceGetCount failed with CUDA error ", answer[1]);
+  }
+  return 0;
 }
 
 LaunchReport run_ranks(const LaunchOptions& o) {
@@ -574,6 +823,20 @@ LaunchReport run_ranks(const LaunchOptions& o) {
     check_input(t >= 0 && t <= c.max_num_batched_tokens, "ep", "tokens", t,
                 " is not in [0, max_num_batched_tokens = ", c.max_num_batched_tokens, "]");
   check_input(o.timeout_s > 0, "ep", "timeout", o.timeout_s, " must be positive");
+  check_input(o.check_tokens >= 0, "ep", "check_tokens", o.check_tokens, " must be 0 (all) or positive");
+  int gpus = 0;
+  if (o.transport == Transport::socket && o.device_experts) {
+    // Before any rank starts: the flag needs a GPU, and the layer plan must take the config.
+    std::string why;
+    gpus = visible_gpus(&why);
+    if (gpus == 0)
+      throw DeviceError(str_cat("warmkey ep --device-experts: the expert GEMMs run on a GPU and there is none (", why,
+                                "); leave the flag out to run them as the CPU references"));
+  }
+  if (o.experts_on_device()) {
+    layer::MetaLayerTensors meta;
+    expert_plan(c, 1, meta);  // InputError for a config the device expert path cannot run
+  }
   const auto t0 = Clock::now();
   LaunchReport report;
   std::vector<pid_t> pids;
@@ -591,8 +854,11 @@ LaunchReport run_ranks(const LaunchOptions& o) {
         // Each rank sees the GPU of its rank number as its device 0 (before any CUDA call).
         ::setenv("WARMKEY_DEVICE", "0", 1);
         ::setenv("CUDA_VISIBLE_DEVICES", std::to_string(r).c_str(), 0);
+      } else if (o.device_experts) {
+        ::setenv("WARMKEY_DEVICE", std::to_string(r % gpus).c_str(), 1);  // ranks share the GPUs
       }
-      const int status = RankProcess(o, r, sv[1]).run();
+      const int device = o.transport == Transport::nccl ? r : (o.device_experts ? r % gpus : -1);
+      const int status = RankProcess(o, r, sv[1], device).run();
       _exit(status);
     }
     ::close(sv[1]);
@@ -614,8 +880,9 @@ LaunchReport run_ranks(const LaunchOptions& o) {
     parent.collect(kWarm, one);
     for (int r = 0; r < ranks; ++r) parent.send(static_cast<std::size_t>(r), {kWarm, -1, r, {}});
     const Placement p = Placement::make(c, spaces::eplb_state(c, 1), ranks);
-    const ExpertWeights w = make_weights(c, o.seed ^ 0x77);
+    const ExpertWeights w = o.experts_on_device() ? ExpertWeights{} : make_weights(c, weight_seed(o.seed));
     report.ranks.resize(static_cast<std::size_t>(ranks));
+    report.device_experts = o.experts_on_device();
     for (std::size_t step = 0; step < o.tokens.size(); ++step) {
       // The socket transport relays both all-to-alls through here; NCCL ranks exchange directly.
       if (o.transport == Transport::socket)
@@ -643,14 +910,30 @@ LaunchReport run_ranks(const LaunchOptions& o) {
         rs.runtime_compiles = r.pod<std::int64_t>();
         const auto device_lines = r.pod<std::uint64_t>();
         for (std::uint64_t i = 0; i < device_lines; ++i) report.problems.push_back(r.text());
+        rs.device = r.pod<std::int32_t>();
+        rs.expert_launches = r.pod<std::int64_t>();
+        rs.steps.push_back(read_timing(r));
+        rs.device_experts = rs.steps.back().experts_on_device;
         if (rs.runtime_compiles != 0)
           report.problems.push_back(str_cat("rank ", rs.rank, " compiled ", rs.runtime_compiles, " keys at runtime"));
       }
       for (int r = 0; r < ranks; ++r) parent.send(static_cast<std::size_t>(r), {kResult, -1, r, {}});
       const std::vector<RankInput> in =
           make_inputs(c, std::vector<std::int64_t>(static_cast<std::size_t>(ranks), o.tokens[step]), o.seed + step);
-      for (std::string& line : compare_layers(s, reference_layer(c, p, w, in), c.num_experts_per_tok))
-        report.problems.push_back(str_cat("step ", step, ": ", line));
+      if (o.experts_on_device()) {
+        // The device's intermediates are the activation dtype's: the whole-layer check's tolerance,
+        // on a sample of each rank's tokens (the reference experts of all of them are minutes of
+        // CPU at dsv4-flash sizes).
+        std::vector<std::vector<std::int64_t>> rows;
+        for (const RankInput& x : in) rows.push_back(sample_tokens(x.x.rows(), o.check_tokens));
+        const DeviceComparison cmp = compare_sampled(c, s.out, reference_rows(c, p, weight_seed(o.seed), in, rows));
+        report.checked += cmp.checked;
+        report.worst = std::max(report.worst, cmp.worst);
+        for (const std::string& line : cmp.problems) report.problems.push_back(str_cat("step ", step, ": ", line));
+      } else {
+        for (const std::string& line : compare_layers(s, reference_layer(c, p, w, in), c.num_experts_per_tok))
+          report.problems.push_back(str_cat("step ", step, ": ", line));
+      }
       ++report.steps;
     }
     parent.finish();

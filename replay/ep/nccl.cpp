@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <vector>
+
 #include "warmup/error.h"
 
 namespace warmkey::replay::ep {
@@ -18,6 +20,9 @@ struct Nccl::Api {
   int (*send)(const void*, std::size_t, int, int, void*, void*) = nullptr;
   int (*recv)(void*, std::size_t, int, int, void*, void*) = nullptr;
   const char* (*error_string)(int) = nullptr;
+  // Optional: NCCL's all-to-all collective (sendbuff, recvbuff, count, datatype, comm, stream).
+  int (*all_to_all)(const void*, void*, std::size_t, int, void*, void*) = nullptr;
+  const char* all_to_all_name = nullptr;
 };
 
 namespace {
@@ -53,6 +58,13 @@ std::unique_ptr<Nccl> Nccl::load(std::string* why) {
   sym(a.recv, "ncclRecv");
   sym(a.error_string, "ncclGetErrorString");
   if (!ok) return nullptr;
+  for (const char* name : {"ncclAlltoAll", "ncclAllToAll"}) {
+    a.all_to_all = reinterpret_cast<decltype(a.all_to_all)>(dlsym(h, name));
+    if (a.all_to_all != nullptr) {
+      a.all_to_all_name = name;
+      break;
+    }
+  }
   return n;
 }
 
@@ -91,6 +103,26 @@ void Nccl::all_to_all(const void* const* send, const std::size_t* send_bytes, vo
     if (recv_bytes[peer]) check(api_->recv(recv[peer], recv_bytes[peer], kNcclUint8, peer, comm_, stream), "ncclRecv");
   }
   check(api_->group_end(), "ncclGroupEnd");
+}
+
+void Nccl::all_to_all_uniform(const void* send, void* recv, std::size_t count, int ranks, void* stream) {
+  if (comm_ == nullptr) throw DeviceError("NCCL all_to_all_uniform before init");
+  if (api_->all_to_all != nullptr) {
+    check(api_->all_to_all(send, recv, count, kNcclUint8, comm_, stream), api_->all_to_all_name);
+    return;
+  }
+  std::vector<const void*> sp(static_cast<std::size_t>(ranks));
+  std::vector<void*> rp(static_cast<std::size_t>(ranks));
+  std::vector<std::size_t> bytes(static_cast<std::size_t>(ranks), count);
+  for (int d = 0; d < ranks; ++d) {
+    sp[static_cast<std::size_t>(d)] = static_cast<const char*>(send) + static_cast<std::size_t>(d) * count;
+    rp[static_cast<std::size_t>(d)] = static_cast<char*>(recv) + static_cast<std::size_t>(d) * count;
+  }
+  all_to_all(sp.data(), bytes.data(), rp.data(), bytes.data(), ranks, stream);
+}
+
+std::string Nccl::uniform_name() const {
+  return api_->all_to_all != nullptr ? api_->all_to_all_name : "ncclSend/ncclRecv loop";
 }
 
 void Nccl::abort() {

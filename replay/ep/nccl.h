@@ -27,6 +27,13 @@ class Nccl {
   // as one group of ncclSend/ncclRecv on `stream` (device pointers).
   void all_to_all(const void* const* send, const std::size_t* send_bytes, void* const* recv,
                   const std::size_t* recv_bytes, int ranks, void* stream);
+  // NCCL's own all-to-all: `count` bytes from send + d * count to rank d, recv + s * count from
+  // rank s, as ncclAlltoAll where the library exports it (NCCL 2.28 and later; the names
+  // ncclAlltoAll and ncclAllToAll are both tried), else as one group of ncclSend/ncclRecv over the
+  // same contiguous buffers. The baseline `warmkey ep` measures its own all-to-all against.
+  void all_to_all_uniform(const void* send, void* recv, std::size_t count, int ranks, void* stream);
+  // "ncclAlltoAll" (or the name found) or "ncclSend/ncclRecv loop": what all_to_all_uniform runs.
+  std::string uniform_name() const;
   void abort();  // tears the communicator down without waiting for peers (a dead rank)
 
  private:

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "reference/deepep_globalize.h"
 #include "reference/ep_gather.h"
 #include "reference/fused_moe.h"
+#include "reference/moe_layer.h"
 #include "reference/swiglu_limit.h"
 #include "spaces/rng.h"
 #include "warmup/error.h"
@@ -31,28 +33,74 @@ RowMatrixXf gemm(const RowMatrixXf& a, const RowMatrixXf& b, std::int64_t n, con
 
 }  // namespace
 
+std::int64_t ExpertWeights::position(std::int64_t logical) const {
+  if (logical < 0 || experts.empty()) return logical;
+  const auto it = std::lower_bound(experts.begin(), experts.end(), logical);
+  if (it == experts.end() || *it != logical) throw Error(str_cat("ep: the weights hold no expert ", logical));
+  return it - experts.begin();
+}
+
 ExpertWeights make_weights(const ModelConfig& config, std::uint64_t seed) {
-  spaces::CaseRng rng(seed);
-  ExpertWeights w;
-  w.hidden = config.hidden_size;
-  w.inter = config.moe_intermediate_size;
-  const std::int64_t l = config.n_routed_experts;
-  w.w13.resize(l * 2 * w.inter, w.hidden);
-  w.w2.resize(l * w.hidden, w.inter);
-  const double s13 = 1.0 / std::sqrt(static_cast<double>(w.hidden)), s2 = 1.0 / std::sqrt(static_cast<double>(w.inter));
-  for (Eigen::Index i = 0; i < w.w13.size(); ++i)
-    w.w13.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s13, s13) * 2));
-  for (Eigen::Index i = 0; i < w.w2.size(); ++i)
-    w.w2.data()[i] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s2, s2) * 2));
+  ExpertWeights w = make_expert_weights(config, seed, {});
+  w.experts.clear();  // every expert, at its own position
   return w;
 }
 
-RowMatrixXf expert_mlp(const ExpertWeights& w, const RowMatrixXf& a, const IndexVector& logical, double limit) {
-  const RowMatrixXf h13 = gemm(a, w.w13, 2 * w.inter, logical);
+ExpertWeights make_expert_weights(const ModelConfig& config, std::uint64_t seed, std::vector<std::int64_t> experts) {
+  const std::int64_t l = config.n_routed_experts;
+  if (experts.empty())
+    for (std::int64_t e = 0; e < l; ++e) experts.push_back(e);
+  std::sort(experts.begin(), experts.end());
+  experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
+  for (std::int64_t e : experts) check_input(e >= 0 && e < l, "ep", "expert", e, " is not a routed expert");
+  ExpertWeights w;
+  w.hidden = config.hidden_size;
+  w.inter = config.moe_intermediate_size;
+  w.experts = experts;
+  const auto held = static_cast<std::int64_t>(experts.size());
+  const std::int64_t h = w.hidden, i = w.inter;
+  w.w13.resize(held * 2 * i, h);
+  w.w2.resize(held * h, i);
+  const double s13 = 1.0 / std::sqrt(static_cast<double>(h)), s2 = 1.0 / std::sqrt(static_cast<double>(i));
+  // One generator per expert (its values do not depend on which others are made), experts spread
+  // over threads: dsv4-flash's experts are 25 M values each.
+  auto one = [&](std::int64_t pos) {
+    spaces::CaseRng rng(spaces::derive_seed(seed, static_cast<std::uint64_t>(experts[static_cast<std::size_t>(pos)])));
+    float* p13 = w.w13.data() + pos * 2 * i * h;
+    for (std::int64_t j = 0; j < 2 * i * h; ++j)
+      p13[j] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s13, s13) * 2));
+    float* p2 = w.w2.data() + pos * h * i;
+    for (std::int64_t j = 0; j < h * i; ++j)
+      p2[j] = round_to_dtype(DType::bf16, static_cast<float>(rng.uniform(-s2, s2) * 2));
+  };
+  const auto workers = static_cast<std::int64_t>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  if (held * h * i < (1 << 20) || workers == 1) {
+    for (std::int64_t pos = 0; pos < held; ++pos) one(pos);
+  } else {
+    std::vector<std::thread> pool;
+    for (std::int64_t t = 0; t < workers; ++t)
+      pool.emplace_back([&, t] {
+        for (std::int64_t pos = t; pos < held; pos += workers) one(pos);
+      });
+    for (std::thread& t : pool) t.join();
+  }
+  return w;
+}
+
+RowMatrixXf expert_act(const ExpertWeights& w, const RowMatrixXf& a, const IndexVector& logical, double limit) {
+  IndexVector ids(logical.size());
+  for (Eigen::Index r = 0; r < ids.size(); ++r) ids(r) = w.position(logical(r));
+  const RowMatrixXf h13 = gemm(a, w.w13, 2 * w.inter, ids);
   RowMatrixXf act = RowMatrixXf::Zero(a.rows(), w.inter);
   if (a.rows() > 0)
-    reference::swiglu_limit(h13, logical, std::nullopt, act, w.w13.rows() / (2 * w.inter), limit, DType::f32);
-  return gemm(act, w.w2, w.hidden, logical);
+    reference::swiglu_limit(h13, ids, std::nullopt, act, w.w13.rows() / (2 * w.inter), limit, DType::f32);
+  return act;
+}
+
+RowMatrixXf expert_mlp(const ExpertWeights& w, const RowMatrixXf& a, const IndexVector& logical, double limit) {
+  IndexVector ids(logical.size());
+  for (Eigen::Index r = 0; r < ids.size(); ++r) ids(r) = w.position(logical(r));
+  return gemm(expert_act(w, a, logical, limit), w.w2, w.hidden, ids);
 }
 
 std::vector<RankInput> make_inputs(const ModelConfig& config, const std::vector<std::int64_t>& tokens_per_rank,
@@ -89,12 +137,9 @@ std::vector<DispatchMessage> rank_dispatch(const ModelConfig& config, const Plac
   return plan_dispatch(p, in, route(p, in, k), k);
 }
 
-std::vector<RowMatrixXf> rank_experts(const ModelConfig& config, const Placement& p, const ExpertWeights& w,
-                                      std::int64_t rank, const std::vector<DispatchMessage>& inbox,
-                                      std::int64_t n_alloc, RankTrace* trace) {
+ScatteredRows rank_receive(const ModelConfig& config, const Placement& p, std::int64_t rank,
+                           const std::vector<DispatchMessage>& inbox, std::int64_t n_alloc, RankTrace& t) {
   const std::int64_t k = config.num_experts_per_tok, h = config.hidden_size;
-  RankTrace local;
-  RankTrace& t = trace ? *trace : local;
   t.recv = receive_dispatch(inbox, n_alloc, h, k);
   t.launches = rank_launches(config, p, rank, n_alloc);
   t.global_ids = t.recv.recv_topk_idx;
@@ -109,13 +154,24 @@ std::vector<RowMatrixXf> rank_experts(const ModelConfig& config, const Placement
     for (std::int64_t row = 0; row < m; ++row)
       row_scale[static_cast<std::size_t>(row * t.recv.scale_cols + g)] =
           t.layout.output_scale[static_cast<std::size_t>(g * m + row)];
-  const RowMatrixXf a = dequantize_rows(t.layout.output, row_scale, m, h);
-  IndexVector logical(m);
+  ScatteredRows out;
+  out.a = dequantize_rows(t.layout.output, row_scale, m, h);
+  out.logical.resize(m);
   for (std::int64_t row = 0; row < m; ++row) {
     const std::int32_t e = t.layout.m_indices[static_cast<std::size_t>(row)];
-    logical(row) = e >= 0 ? p.p2l[static_cast<std::size_t>(p.first_expert(rank) + e)] : -1;
+    out.logical(row) = e >= 0 ? p.p2l[static_cast<std::size_t>(p.first_expert(rank) + e)] : -1;
   }
-  t.expert_out = expert_mlp(w, a, logical, config.swiglu_limit);
+  return out;
+}
+
+std::vector<RowMatrixXf> rank_experts(const ModelConfig& config, const Placement& p, const ExpertWeights& w,
+                                      std::int64_t rank, const std::vector<DispatchMessage>& inbox,
+                                      std::int64_t n_alloc, RankTrace* trace) {
+  const std::int64_t k = config.num_experts_per_tok, h = config.hidden_size;
+  RankTrace local;
+  RankTrace& t = trace ? *trace : local;
+  const ScatteredRows rows = rank_receive(config, p, rank, inbox, n_alloc, t);
+  t.expert_out = expert_mlp(w, rows.a, rows.logical, config.swiglu_limit);
   const RowMatrixXf& y = t.expert_out;
   IndexVector index(n_alloc * k);
   for (std::int64_t i = 0; i < index.size(); ++i) index(i) = t.layout.output_index[static_cast<std::size_t>(i)];
@@ -189,6 +245,117 @@ ReferenceLayer reference_layer(const ModelConfig& config, const Placement& p, co
     r.bound.push_back(std::move(bound));
   }
   return r;
+}
+
+std::vector<std::int64_t> sample_tokens(std::int64_t tokens, std::int64_t n) {
+  std::vector<std::int64_t> rows;
+  if (n <= 0 || n >= tokens) {
+    for (std::int64_t t = 0; t < tokens; ++t) rows.push_back(t);
+    return rows;
+  }
+  for (std::int64_t i = 0; i < n; ++i) rows.push_back(n == 1 ? 0 : i * (tokens - 1) / (n - 1));
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+SampledReference reference_rows(const ModelConfig& config, const Placement& p, std::uint64_t weight_seed,
+                                const std::vector<RankInput>& in, const std::vector<std::vector<std::int64_t>>& rows) {
+  const std::int64_t k = config.num_experts_per_tok, h = config.hidden_size;
+  check_input(rows.size() == in.size(), "ep", "rows", "samples for ", rows.size(), " ranks, inputs for ", in.size());
+  // The routed (token, slot) rows of every sample, and the experts they need.
+  struct Sample {
+    RowMatrixXf rows;
+    IndexVector logical;
+  };
+  std::vector<Sample> samples(in.size());
+  std::vector<std::int64_t> experts;
+  for (std::size_t r = 0; r < in.size(); ++r) {
+    const RankInput& x = in[r];
+    const IndexVector phys = route(p, x, k);
+    const auto n = static_cast<std::int64_t>(rows[r].size());
+    RowMatrixXf picked(n, h);
+    for (std::int64_t i = 0; i < n; ++i) picked.row(i) = x.x.row(rows[r][static_cast<std::size_t>(i)]);
+    const QuantRows q = quantize_rows(picked);
+    const RowMatrixXf a = dequantize_rows(q.q, q.scale, n, h);
+    Sample& s = samples[r];
+    s.rows.resize(n * k, h);
+    s.logical.resize(n * k);
+    for (std::int64_t i = 0; i < n * k; ++i) {
+      const std::int64_t tok = rows[r][static_cast<std::size_t>(i / k)];
+      s.rows.row(i) = a.row(i / k);
+      const std::int64_t ph = phys(tok * k + i % k);
+      s.logical(i) = ph >= 0 ? p.p2l[static_cast<std::size_t>(ph)] : -1;
+      if (s.logical(i) >= 0) experts.push_back(s.logical(i));
+    }
+  }
+  const ExpertWeights w = make_expert_weights(config, weight_seed, experts);
+  SampledReference out;
+  out.rows = rows;
+  for (std::size_t r = 0; r < in.size(); ++r) {
+    const Sample& s = samples[r];
+    const auto n = static_cast<std::int64_t>(rows[r].size());
+    const RowMatrixXf act = expert_act(w, s.rows, s.logical, config.swiglu_limit);
+    IndexVector ids(s.logical.size());
+    for (Eigen::Index i = 0; i < ids.size(); ++i) ids(i) = w.position(s.logical(i));
+    const RowMatrixXf y = gemm(act, w.w2, h, ids);
+    RowMatrixXf o = RowMatrixXf::Zero(n, h), bound = RowMatrixXf::Zero(n, h), var = RowMatrixXf::Zero(n, h);
+    for (std::int64_t i = 0; i < n * k; ++i) {
+      const std::int64_t row = i / k, tok = rows[r][static_cast<std::size_t>(row)];
+      const float wt = in[r].w(tok, i % k);
+      if (ids(i) < 0) continue;
+      // sum over the W2 sum's terms (wt act[j] W2[c, j])^2 = wt^2 (act^2 . W2[c]^2)
+      const auto w2 = w.w2.middleRows(ids(i) * h, h).array().square().matrix();
+      const Eigen::VectorXf sq = w2 * act.row(i).array().square().matrix().transpose();
+      for (std::int64_t c = 0; c < h; ++c) {
+        o(row, c) = std::fma(wt, y(i, c), o(row, c));
+        bound(row, c) += std::fabs(wt * y(i, c));
+        var(row, c) += wt * wt * sq(c);
+      }
+    }
+    out.out.push_back(std::move(o));
+    out.bound.push_back(std::move(bound));
+    out.sigma.push_back(var.array().sqrt().matrix());
+  }
+  return out;
+}
+
+DeviceComparison compare_sampled(const ModelConfig& config, const std::vector<RowMatrixXf>& out,
+                                 const SampledReference& r) {
+  DeviceComparison cmp;
+  if (out.size() != r.out.size()) {
+    cmp.problems.push_back(str_cat("ranks: device run ", out.size(), ", reference ", r.out.size()));
+    return cmp;
+  }
+  reference::MoeLayerShape shape;
+  shape.act = config.act_dtype;
+  const double u = config.act_dtype == DType::bf16 ? 0x1.0p-8 : 0x1.0p-11;  // moe_layer_tolerance's unit roundoff
+  for (std::size_t rank = 0; rank < out.size(); ++rank) {
+    std::int64_t off = 0;
+    std::string first;
+    const auto& rows = r.rows[rank];
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::int64_t tok = rows[i];
+      if (tok >= out[rank].rows()) {
+        cmp.problems.push_back(str_cat("rank ", rank, ": output has ", out[rank].rows(), " rows, token ", tok));
+        break;
+      }
+      for (Eigen::Index c = 0; c < out[rank].cols(); ++c) {
+        const auto ri = static_cast<Eigen::Index>(i);
+        const double want = r.out[rank](ri, c), have = out[rank](tok, c);
+        const double tol =
+            reference::moe_layer_tolerance(shape, want, r.sigma[rank](ri, c)) + u * r.bound[rank](ri, c) + 1e-30;
+        const double ratio = std::isfinite(have) ? std::fabs(have - want) / tol : INFINITY;
+        ++cmp.checked;
+        cmp.worst = std::max(cmp.worst, ratio);
+        if (!(ratio <= 1.0) && off++ == 0)
+          first = str_cat(" first at token ", tok, " column ", c, ": ", have, " vs ", want, " (tolerance ", tol, ")");
+      }
+    }
+    if (off)
+      cmp.problems.push_back(
+          str_cat("rank ", rank, ": ", off, " sampled elements differ from the reference layer;", first));
+  }
+  return cmp;
 }
 
 std::vector<std::string> compare_layers(const Simulation& s, const ReferenceLayer& r, std::int64_t top_k) {

@@ -15,6 +15,7 @@
 #include "equivalence/kernel_table.h"
 #include "reference/moe_layer.h"
 #include "replay/layer/layer_cublas.h"
+#include "replay/layer/layer_device.h"
 #include "spaces/serving.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
@@ -135,42 +136,6 @@ RowMatrixXf dense(std::uint64_t seed, std::uint64_t stream, Eigen::Index rows, E
   return m;
 }
 
-// ---- device buffers ------------------------------------------------------------------------------
-
-class DeviceLayerTensors : public LayerTensors {
- public:
-  explicit DeviceLayerTensors(Device& dev) : dev_(dev) {}
-  Tensor view(const LayerBuffer& b, std::vector<std::int64_t> sizes, std::int64_t elem_offset) override {
-    char* base = static_cast<char*>(ensure(b));
-    return Tensor::view(b.dtype, base + elem_offset * static_cast<std::int64_t>(dtype_size(b.dtype)),
-                        std::span<const std::int64_t>(sizes));
-  }
-  void* ensure(const LayerBuffer& b) {
-    auto it = buffers_.find(b.name);
-    if (it == buffers_.end()) it = buffers_.emplace(b.name, dev_.alloc(static_cast<std::size_t>(b.bytes()) + 16)).first;
-    return it->second.data();
-  }
-  void* data(const std::string& name) const { return buffers_.at(name).data(); }
-
- private:
-  Device& dev_;
-  std::map<std::string, DeviceBuffer> buffers_;
-};
-
-void upload_values(Device& dev, DType d, void* dst, const float* values, std::int64_t n) {
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * dtype_size(d));
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (d == DType::ue8m0) {
-      int e = 0;
-      std::frexp(values[i], &e);  // values[i] = 2^(e-1) exactly
-      bytes[static_cast<std::size_t>(i)] = static_cast<unsigned char>(std::clamp(e - 1 + 127, 0, 254));
-    } else {
-      store_float(d, bytes.data(), i, values[i]);
-    }
-  }
-  dev.copy_to_device(dst, bytes.data(), bytes.size());
-}
-
 // Physical expert p's rows of a logical [E * rows_per, cols] byte matrix (nvfp4 codes or scales).
 void upload_expert_bytes(Device& dev, const std::vector<std::int64_t>& phys_to_logical,
                          const reference::RowMatrixXu8& m, Eigen::Index rows_per, void* dst) {
@@ -178,21 +143,6 @@ void upload_expert_bytes(Device& dev, const std::vector<std::int64_t>& phys_to_l
   for (std::size_t p = 0; p < phys_to_logical.size(); ++p)
     dev.copy_to_device(static_cast<char*>(dst) + p * expert_bytes,
                        m.data() + static_cast<std::size_t>(phys_to_logical[p]) * expert_bytes, expert_bytes);
-}
-
-template <class T>
-void upload_ints(Device& dev, DType d, void* dst, const std::vector<T>& v) {
-  std::vector<unsigned char> bytes(v.size() * dtype_size(d));
-  for (std::size_t i = 0; i < v.size(); ++i) store_int(d, bytes.data(), static_cast<std::int64_t>(i), v[i]);
-  dev.copy_to_device(dst, bytes.data(), bytes.size());
-}
-
-RowMatrixXf download(Device& dev, DType d, const void* src, Eigen::Index rows, Eigen::Index cols) {
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(rows * cols) * dtype_size(d));
-  dev.copy_to_host(bytes.data(), src, bytes.size());
-  RowMatrixXf m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = load_float(d, bytes.data(), i);
-  return m;
 }
 
 // The model: logical weights (the reference's) and the EPLB replica layout.
@@ -357,35 +307,6 @@ void fill_buffers(Device& dev, DeviceLayerTensors& tensors, const LayerPlan& pla
     }
   }
   dev.synchronize();
-}
-
-// Queues one step on `stream` (every step is device work: nothing runs on the host).
-void run_step(const LayerStep& s, const LayerPlan& plan, DeviceLayerTensors& tensors, JitRuntime& rt, Device& dev,
-              Stream stream, LaunchOptions launch = {}) {
-  if (s.args) {
-    visit_contract(*s.args, [&](const auto& contract, const auto& a) {
-      contract(a, rt, stream, launch);
-      return 0;
-    });
-    return;
-  }
-  const PlainOp& op = *s.plain;
-  const DType act = plan.config.act_dtype;
-  auto at = [&](const std::string& name, std::int64_t off) {
-    return static_cast<char*>(tensors.data(name)) +
-           off * static_cast<std::int64_t>(dtype_size(plan.buffer(name).dtype));
-  };
-  switch (op.kind) {
-    case PlainOp::Kind::gemm:
-      Cublas::instance().gemm(act, op.m, op.n, op.k, at(op.a, op.a_offset), at(op.b, 0), at(op.c, op.c_offset),
-                              op.accumulate, stream);
-      return;
-    case PlainOp::Kind::add: Cublas::instance().add(act, op.m * op.n, at(op.a, 0), at(op.c, 0), stream); return;
-    case PlainOp::Kind::memset:
-      dev.fill_bytes(at(op.c, op.c_offset), 0,
-                     static_cast<std::size_t>(op.m * op.n) * dtype_size(plan.buffer(op.c).dtype), stream);
-      return;
-  }
 }
 
 // Where a plan's steps run: lane 0 on `main`; lane 1 on `side` when the plan has lanes and the run

@@ -3,7 +3,9 @@
 // run step by step, the distributed output compared with the single-process reference layer. A
 // dead or silent rank fails the run with a message naming it and the phase.
 #include <iostream>
+
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "replay/ep/launcher.h"
@@ -25,6 +27,9 @@ struct EpOptions {
   std::string arch;
   int fail_rank = -1, hang_rank = -1;
   std::string fail_phase = "dispatch";
+  bool device_experts = false;
+  std::int64_t check_tokens = 16;
+  bool json = false;
 };
 
 int run(const EpOptions& o) {
@@ -44,8 +49,10 @@ int run(const EpOptions& o) {
   l.fail_rank = o.fail_rank;
   l.hang_rank = o.hang_rank;
   l.fail_phase = o.fail_phase;
+  l.device_experts = o.device_experts;
+  l.check_tokens = o.check_tokens;
   const replay::ep::LaunchReport r = replay::ep::run_ranks(l);
-  std::cout << r.text();
+  std::cout << (o.json ? r.to_json().dump(2) + "\n" : r.text());
   return r.ok ? 0 : 1;
 }
 
@@ -59,8 +66,8 @@ void register_ep_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({1, 2, 4, 8}))
       ->capture_default_str();
   sub->add_option("--config", o->config,
-                  "Embedded configuration name or JSON file (the socket transport computes the experts on the CPU: "
-                  "keep the model small)")
+                  "Embedded configuration name or JSON file (the socket transport computes the experts on the CPU "
+                  "unless --device-experts: keep the model small)")
       ->capture_default_str();
   sub->add_option("--transport", o->transport,
                   "socket: all-to-alls relayed by the parent (any machine); nccl: NCCL on one GPU per rank")
@@ -72,6 +79,15 @@ void register_ep_command(CLI::App& app, int* exit_code) {
   sub->add_option("--warm", o->warm, "Warmup of every rank: ep (the EP kernels), all, none")
       ->check(CLI::IsMember({"ep", "all", "none"}))
       ->capture_default_str();
+  sub->add_flag("--device-experts", o->device_experts,
+                "Run the expert GEMMs on the GPU with the socket transport too (rank r on device r % GPUs, so "
+                "two ranks can share one GPU; the nccl transport always does)");
+  sub->add_option("--check-tokens", o->check_tokens,
+                  "With the expert GEMMs on the GPU: tokens of each rank and step compared with the reference "
+                  "layer (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_flag("--json", o->json, "Print the report as JSON (per-rank step timings included)");
   add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--arch", o->arch,
                   "Architecture to compile for (default: the device's, else $WARMKEY_ARCH, else sm_90)");
