@@ -68,7 +68,9 @@ void expect_device_run_ok(const LaunchOptions& o) {
       EXPECT_FALSE(t.transfers_on_device);  // the socket transport relays through the parent
       EXPECT_GE(t.dispatch_ms, 0.0);
       EXPECT_GE(t.combine_ms, 0.0);
-      if (t.recv_rows > 0) EXPECT_GT(t.experts_ms, 0.0) << "T=" << t.tokens;
+      if (t.recv_rows > 0) {
+        EXPECT_GT(t.experts_ms, 0.0) << "T=" << t.tokens;
+      }
     }
   }
 }
