@@ -583,11 +583,16 @@ void BM_nvfp4_moe(benchmark::State& state) {
   Nvfp4Weights& w = nvfp4_weights(layer);
   const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
   const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
-  // staged = 1: the decode batch on the staged tile (BLOCK_K 64) the streaming one replaced, an A/B
-  // in the same run.
-  const bool staged = state.range(3) != 0;
+  // variant (decode batches whose heuristic tile streams): 1 the staged tile (BLOCK_K 64) the
+  // streaming one replaced; 2-4 other streaming tiles (BLOCK_N 32 / 64, 4 / 8 warps): an A/B of
+  // the same batch in the same run.
+  const int variant = static_cast<int>(state.range(3));
   FusedMoeTile tile = nvfp4_moe_tile(nv, kExperts, k);
-  if (staged && tile.block_k == 128) tile = FusedMoeTile{16, 64, 64, 1, 4, 6};
+  if (variant > 0 && tile.block_k == 128) {
+    static const FusedMoeTile kVariants[] = {
+        {16, 64, 64, 1, 4, 6}, {16, 32, 128, 1, 8, 1}, {16, 64, 128, 1, 4, 1}, {16, 32, 128, 1, 4, 1}};
+    tile = kVariants[variant - 1];
+  }
   const Layout layout = align(ids, tile.block_m);
   const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
   DeviceBuffer a_buf = dev.alloc(static_cast<std::size_t>(m * k * 2));
@@ -940,10 +945,10 @@ void shared_args(benchmark::internal::Benchmark* b) {
 }
 
 void nvfp4_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"layer", "T", "skewed", "staged"});
+  b->ArgNames({"layer", "T", "skewed", "variant"});
   for (int layer : {kW13, kW2}) {
     for (std::int64_t t : {1, 8, 64, 256}) {
-      for (int staged : {0, 1}) b->Args({layer, t, kUniform, staged});
+      for (int variant : {0, 1, 2, 3, 4}) b->Args({layer, t, kUniform, variant});
     }
     for (std::int64_t t : {2048, 8192}) {
       for (int r : {kUniform, kSkewed}) b->Args({layer, t, r, 0});
