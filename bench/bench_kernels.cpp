@@ -8,6 +8,8 @@
 // once (a lower bound of its traffic: the experts it routes to, the rows it copies), never a
 // buffer's capacity; the roofline guard (warmup/roofline.h) ends the program when a GB/s figure
 // passes the HBM peak or a FLOP/s figure the tensor-core peak. Benchmark names: <kernel>/T:<tokens>.
+// WARMKEY_BENCH_GRID=<kernel>=<blocks> launches one kernel on a grid of that many blocks instead of
+// its contract's (an A/B of a grid heuristic with the same binary, for kernels that serve any grid).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
