@@ -39,7 +39,7 @@
 //   32 x + l: a warp's 32 lookups fall on 32 distinct banks whatever the bytes (one copy: about 3.5
 //   wavefronts per lookup on random codes, the shared-memory pipe's limit before HBM's). The 32 KiB
 //   hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles: N % 8 == 0) are
-//   neither loaded nor multiplied.
+//   not loaded (their codes read as zeros, their products are zeros, their columns never stored).
 
 namespace wk::nvfp4 {
 
@@ -134,9 +134,13 @@ __device__ __forceinline__ unsigned word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// The pair of T for byte `bp` of `word` from this lane's table copy (lut = table + lane).
+// The pair of T for byte `bp` of `word` from this lane's table copy (lut = table + lane): entry x
+// sits 128 x bytes after the lane's first word, so the byte offset is one shift and one mask of
+// the word (bp is a compile-time constant).
 __device__ __forceinline__ unsigned lookup(const unsigned* lut, unsigned word, int bp) {
-  return lut[((word >> (8 * bp)) & 0xffu) * kLutCopies];
+  static_assert(kLutCopies * 4 == 128, "nvfp4_moe: 128 bytes between a lane's entries");
+  const unsigned off = bp == 0 ? (word << 7) & 0x7f80u : (word >> (8 * bp - 7)) & 0x7f80u;
+  return *reinterpret_cast<const unsigned*>(reinterpret_cast<const char*>(lut) + off);
 }
 
 }  // namespace wk::nvfp4
@@ -250,22 +254,30 @@ __device__ __forceinline__ void nvfp4_moe_stream(
           ok ? static_cast<unsigned>(__ldg(reinterpret_cast<const unsigned short*>(s_row + row * kScaleRow + step * 8)))
              : 0u;
     }
+    // The two scales of each tile as T bits, the first in the low half.
+    unsigned scale_bits[kTiles];
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
-      if (n0 + 8 * j >= kN) continue;
-      const unsigned s0 = wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] & 0xffu));
-      const unsigned s1 = wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] >> 8));
-      const unsigned sc0 = s0 | (s0 << 16), sc1 = s1 | (s1 << 16);
+      scale_bits[j] = wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] & 0xffu)) |
+                      (wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] >> 8)) << 16);
+    }
+    // Steps outside, tiles inside: the 8 mma of one step go to 8 accumulators (independent, so they
+    // overlap in the tensor pipe), and each accumulator still adds its steps in order s = 0 .. 7.
 #pragma unroll
-      for (int s = 0; s < 8; ++s) {
-        // Elements k0 + 4 s .. k0 + 4 s + 3: packed bytes 2 s and 2 s + 1, A words 2 s and 2 s + 1.
+    for (int s = 0; s < 8; ++s) {
+      // Elements k0 + 4 s .. k0 + 4 s + 3: packed bytes 2 s and 2 s + 1, A words 2 s and 2 s + 1.
+      const unsigned af[4] = {
+          wk::nvfp4::word_of(alo[s >> 1], (2 * s) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s) & 3),
+          wk::nvfp4::word_of(alo[s >> 1], (2 * s + 1) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
+      // A tile past N (the last n-block when N % BLOCK_N != 0) multiplies its zero codes: no branch
+      // in the step, and the epilogue stores no column past N.
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
         const unsigned word = wk::nvfp4::word_of(packed[j], s >> 1);
-        const unsigned sc = s < 4 ? sc0 : sc1;
+        // Both halves the scale of this step's 16-element group (the first for s < 4).
+        const unsigned sc = __byte_perm(scale_bits[j], 0u, s < 4 ? 0x1010u : 0x3232u);
         const unsigned bf[2] = {wk::nvfp4::mul_pair<T>(wk::nvfp4::lookup(lut, word, (2 * s) & 3), sc),
                                 wk::nvfp4::mul_pair<T>(wk::nvfp4::lookup(lut, word, (2 * s + 1) & 3), sc)};
-        const unsigned af[4] = {
-            wk::nvfp4::word_of(alo[s >> 1], (2 * s) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s) & 3),
-            wk::nvfp4::word_of(alo[s >> 1], (2 * s + 1) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
         wk::gemm::mma<T>(acc[j], af, bf);
       }
     }
