@@ -246,26 +246,38 @@ class RankProcess {
     return recv;
   }
 
+  // One u64 to every rank and one from every rank (value d of `mine` goes to rank d), over NCCL.
+  std::vector<std::uint64_t> exchange_u64(const std::vector<std::uint64_t>& mine) {
+    Device& dev = Device::instance();
+    const Stream stream = stream_->get();
+    const auto n = static_cast<std::size_t>(ranks_);
+    std::vector<std::uint64_t> theirs(n);
+    DeviceBuffer out = dev.alloc(n * 8), in = dev.alloc(n * 8);
+    dev.copy_to_device(out.data(), mine.data(), n * 8);
+    std::vector<const void*> sp(n);
+    std::vector<void*> rp(n);
+    std::vector<std::size_t> eight(n, 8);
+    for (std::size_t d = 0; d < n; ++d) {
+      sp[d] = static_cast<const char*>(out.data()) + d * 8;
+      rp[d] = static_cast<char*>(in.data()) + d * 8;
+    }
+    nccl_->all_to_all(sp.data(), eight.data(), rp.data(), eight.data(), ranks_, stream);
+    dev.synchronize(stream);
+    dev.copy_to_host(theirs.data(), in.data(), n * 8);
+    return theirs;
+  }
+
   // The same all-to-all over NCCL on device buffers: the sizes first, then the bytes.
   std::vector<Bytes> exchange_nccl(std::vector<Bytes> send, double* ms, StepTiming* bw) {
     Device& dev = Device::instance();
     const Stream stream = stream_->get();
     const auto n = static_cast<std::size_t>(ranks_);
-    std::vector<std::uint64_t> send_sizes(n), recv_sizes(n);
+    std::vector<std::uint64_t> send_sizes(n);
     for (std::size_t d = 0; d < n; ++d) send_sizes[d] = send[d].size();
-    DeviceBuffer sizes_out = dev.alloc(n * 8), sizes_in = dev.alloc(n * 8);
-    dev.copy_to_device(sizes_out.data(), send_sizes.data(), n * 8);
+    const std::vector<std::uint64_t> recv_sizes = exchange_u64(send_sizes);
+    std::vector<DeviceBuffer> out_bufs, in_bufs;
     std::vector<const void*> sp(n);
     std::vector<void*> rp(n);
-    std::vector<std::size_t> eight(n, 8);
-    for (std::size_t d = 0; d < n; ++d) {
-      sp[d] = static_cast<const char*>(sizes_out.data()) + d * 8;
-      rp[d] = static_cast<char*>(sizes_in.data()) + d * 8;
-    }
-    nccl_->all_to_all(sp.data(), eight.data(), rp.data(), eight.data(), ranks_, stream);
-    dev.synchronize(stream);
-    dev.copy_to_host(recv_sizes.data(), sizes_in.data(), n * 8);
-    std::vector<DeviceBuffer> out_bufs, in_bufs;
     std::vector<std::size_t> sb(n), rb(n);
     for (std::size_t d = 0; d < n; ++d) {
       sb[d] = send_sizes[d];
@@ -300,19 +312,7 @@ class RankProcess {
     std::uint64_t total = 0;
     for (std::size_t d = 0; d < n; ++d) total += sb[d];
     // Every rank's total, so all agree on the uniform count.
-    std::vector<std::uint64_t> mine(n, total), theirs(n);
-    DeviceBuffer out = dev.alloc(n * 8), in = dev.alloc(n * 8);
-    dev.copy_to_device(out.data(), mine.data(), n * 8);
-    std::vector<const void*> tp(n);
-    std::vector<void*> tr(n);
-    std::vector<std::size_t> eight(n, 8);
-    for (std::size_t d = 0; d < n; ++d) {
-      tp[d] = static_cast<const char*>(out.data()) + d * 8;
-      tr[d] = static_cast<char*>(in.data()) + d * 8;
-    }
-    nccl_->all_to_all(tp.data(), eight.data(), tr.data(), eight.data(), ranks_, stream);
-    dev.synchronize(stream);
-    dev.copy_to_host(theirs.data(), in.data(), n * 8);
+    const std::vector<std::uint64_t> theirs = exchange_u64(std::vector<std::uint64_t>(n, total));
     const std::uint64_t most = *std::max_element(theirs.begin(), theirs.end());
     if (most == 0) return;  // nothing moved on any rank: nothing to compare
     double ours = 0;
