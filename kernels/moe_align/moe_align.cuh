@@ -5,7 +5,7 @@
 
 // NOTES:
 // - Deterministic order: inside an expert the entries keep their flat order (t * K + j), whatever
-//   the grid. The grid is moe_align_grid(numel) blocks (host); block b owns the contiguous range
+//   the grid. The grid is moe_align_grid(numel, E) blocks (host); block b owns the contiguous range
 //   [b * CB, (b + 1) * CB) of entries, CB = ceil(numel / G) rounded up to a multiple of 32, and
 //   inside it warp w owns the contiguous chunk [lo_b + w * C, lo_b + (w + 1) * C), C =
 //   ceil(CB / W) rounded up to 32, with a row of per-expert counters in shared memory.
