@@ -2,7 +2,6 @@
 #include "replay/ep/device_experts.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "replay/ep/simulator.h"
 #include "replay/layer/layer_device.h"
@@ -10,27 +9,9 @@
 #include "warmup/host_dtype.h"
 
 namespace warmkey::replay::ep {
-namespace {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
-
-// n floats stored as dtype d at dst, converted on several threads (an expert of dsv4-flash is 25 M
-// values), then copied.
-void upload_parallel(Device& dev, DType d, void* dst, const float* values, std::int64_t n) {
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * dtype_size(d));
-  const auto workers = static_cast<std::int64_t>(std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
-  const std::int64_t per = (n + workers - 1) / workers;
-  std::vector<std::thread> pool;
-  for (std::int64_t w = 0; w < workers; ++w)
-    pool.emplace_back([&, w] {
-      for (std::int64_t i = w * per; i < std::min(n, (w + 1) * per); ++i) store_float(d, bytes.data(), i, values[i]);
-    });
-  for (std::thread& t : pool) t.join();
-  dev.copy_to_device(dst, bytes.data(), bytes.size());
-}
-
-}  // namespace
 
 const std::vector<std::string>& expert_step_names() {
   static const std::vector<std::string> names = {"align", "align_w2", "w13", "swiglu", "w2", "mul_sum"};
@@ -87,8 +68,10 @@ DeviceExperts::DeviceExperts(const ModelConfig& config, const Placement& p, std:
   s_->expert_map.assign(static_cast<std::size_t>(p.physical), -1);
   for (std::int64_t i = 0; i < p.local; ++i)
     s_->expert_map[static_cast<std::size_t>(p.first_expert(rank) + i)] = static_cast<std::int32_t>(i);
-  // The weight buffers do not depend on the batch: a one-row plan allocates them.
+  // The weight buffers and the expert map do not depend on the batch: a one-row plan allocates them.
   const layer::LayerPlan plan = expert_plan(config, 1, s_->tensors);
+  if (config.ep_size > 1)
+    layer::upload_ints(dev, DType::i32, s_->tensors.ensure(plan.buffer("expert_map")), s_->expert_map);
   const layer::LayerBuffer& w13 = plan.buffer("w13");
   const layer::LayerBuffer& w2 = plan.buffer("w2");
   check_input(w13.sizes[0] == p.local, "ep", "local experts", p.local, ", the layer plan holds ", w13.sizes[0]);
@@ -106,9 +89,10 @@ DeviceExperts::DeviceExperts(const ModelConfig& config, const Placement& p, std:
     const ExpertWeights w = make_expert_weights(config, weight_seed, logical);
     for (std::int64_t i = first; i < std::min(p.local, first + kBatch); ++i) {
       const std::int64_t pos = w.position(logical[static_cast<std::size_t>(i - first)]);
-      upload_parallel(dev, w13.dtype, d13 + static_cast<std::size_t>(i) * bytes13, w.w13.data() + pos * 2 * in * h,
-                      2 * in * h);
-      upload_parallel(dev, w2.dtype, d2 + static_cast<std::size_t>(i) * bytes2, w.w2.data() + pos * h * in, h * in);
+      layer::upload_values(dev, w13.dtype, d13 + static_cast<std::size_t>(i) * bytes13, w.w13.data() + pos * 2 * in * h,
+                           2 * in * h);
+      layer::upload_values(dev, w2.dtype, d2 + static_cast<std::size_t>(i) * bytes2, w.w2.data() + pos * h * in,
+                           h * in);
     }
   }
 }
@@ -138,7 +122,6 @@ RowMatrixXf DeviceExperts::run(const RecvBuffers& recv, const IndexVector& globa
                          rows * k);
     const std::vector<float> ones(static_cast<std::size_t>(rows * k), 1.0f);
     layer::upload_values(s.dev, DType::f32, s.tensors.data("sum_weights"), ones.data(), rows * k);
-    if (c.ep_size > 1) layer::upload_ints(s.dev, DType::i32, s.tensors.data("expert_map"), s.expert_map);
     const layer::LayerBuffer& out = plan.buffer("out");
     s.dev.fill_bytes(s.tensors.data("out"), 0xFF, static_cast<std::size_t>(rows * h) * dtype_size(out.dtype),
                      s.stream);  // poison: a row mul_sum leaves unwritten reads NaN

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "replay/layer/layer_cublas.h"
 
@@ -30,14 +32,28 @@ void* DeviceLayerTensors::ensure(const LayerBuffer& b) {
 
 void upload_values(Device& dev, DType d, void* dst, const float* values, std::int64_t n) {
   std::vector<unsigned char> bytes(static_cast<std::size_t>(n) * dtype_size(d));
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (d == DType::ue8m0) {
-      int e = 0;
-      std::frexp(values[i], &e);  // values[i] = 2^(e-1) exactly
-      bytes[static_cast<std::size_t>(i)] = static_cast<unsigned char>(std::clamp(e - 1 + 127, 0, 254));
-    } else {
-      store_float(d, bytes.data(), i, values[i]);
+  auto convert = [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      if (d == DType::ue8m0) {
+        int e = 0;
+        std::frexp(values[i], &e);  // values[i] = 2^(e-1) exactly
+        bytes[static_cast<std::size_t>(i)] = static_cast<unsigned char>(std::clamp(e - 1 + 127, 0, 254));
+      } else {
+        store_float(d, bytes.data(), i, values[i]);
+      }
     }
+  };
+  // An expert's weights are tens of millions of values: up to 8 threads convert them.
+  constexpr std::int64_t kPerThread = std::int64_t{1} << 20;
+  const std::int64_t workers =
+      std::clamp<std::int64_t>(n / kPerThread, 1, std::min<std::int64_t>(8, std::thread::hardware_concurrency()));
+  if (workers <= 1) {
+    convert(0, n);
+  } else {
+    const std::int64_t per = (n + workers - 1) / workers;
+    std::vector<std::thread> pool;
+    for (std::int64_t w = 0; w < workers; ++w) pool.emplace_back(convert, w * per, std::min(n, (w + 1) * per));
+    for (std::thread& t : pool) t.join();
   }
   dev.copy_to_device(dst, bytes.data(), bytes.size());
 }

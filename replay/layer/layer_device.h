@@ -31,7 +31,8 @@ class DeviceLayerTensors : public LayerTensors {
   std::map<std::string, DeviceBuffer> buffers_;
 };
 
-// n floats stored as dtype d (ue8m0: powers of two as their exponent byte) at dst.
+// n floats stored as dtype d (ue8m0: powers of two as their exponent byte) at dst; a large n is
+// converted on up to 8 threads.
 void upload_values(Device& dev, DType d, void* dst, const float* values, std::int64_t n);
 
 template <class T>
