@@ -21,6 +21,7 @@
 #include "kernels/batched_moe/batched_moe.h"
 #include "kernels/fused_moe/fused_moe.h"
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
+#include "replay/layer/layer_cublas.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 #include "warmup/model_config.h"
@@ -716,31 +717,8 @@ double bf16_rel_diff(const void* got, const void* want, std::int64_t count) {
   return max_want > 0 ? max_diff / max_want : std::numeric_limits<double>::infinity();
 }
 
-// The layer's dense GEMM (replay/layer/layer_cublas.cpp, Cublas::gemm with accumulate false, as
-// its decode lane runs both shared GEMMs): before each call the stream and a 32 MiB workspace of
-// its own are bound, then row-major c[m, n] = a[m, k] b[n, k]^T as column-major
-// c^T = b^T a^T: cublasGemmEx OP_T / OP_N, bf16, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT.
-struct LayerCublas {
-  static constexpr std::size_t kWorkspace = 32u << 20;  // layer_cublas.h's kWorkspaceBytes
-  cublasHandle_t handle = nullptr;
-  DeviceBuffer workspace;
-  LayerCublas() {
-    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) handle = nullptr;
-    if (handle) workspace = Device::instance().alloc(kWorkspace);
-  }
-  ~LayerCublas() {
-    if (handle) cublasDestroy(handle);
-  }
-  cublasStatus_t gemm(std::int64_t m, std::int64_t n, std::int64_t k, const void* a, const void* b, void* c) {
-    const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t s = cublasSetStream(handle, nullptr);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetWorkspace(handle, workspace.data(), kWorkspace);
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-    return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                        &alpha, b, CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF, static_cast<int>(k), &beta, c,
-                        CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  }
-};
+// The cuBLAS workspace the layer binds (replay/layer/layer_cublas.h), given to cuBLASLt too.
+constexpr std::size_t kLayerWorkspace = 32u << 20;
 
 // The same GEMM as one cublasLtMatmul (same orientation, bf16, CUBLAS_COMPUTE_32F, f32 scales) with
 // the first algorithm cublasLtMatmulAlgoGetHeuristic returns for a 32 MiB workspace. One plan
@@ -767,7 +745,7 @@ struct SharedLtPlan {
       return;
     cublasLtMatmulPreference_t pref = nullptr;
     if (!ok(cublasLtMatmulPreferenceCreate(&pref), "preference")) return;
-    const std::size_t ws = LayerCublas::kWorkspace;
+    const std::size_t ws = kLayerWorkspace;
     ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
        "workspace preference");
     int found = 0;
@@ -860,12 +838,17 @@ void BM_shared_expert(benchmark::State& state) {
   }
   auto fused = [&](std::size_t i) { runtime().launch(launches[i].bound, launches[i].spec, nullptr); };
 
-  static LayerCublas cb;
-  if (!cb.handle) return shared_fail(state, "cublasCreate failed");
-  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  // The layer's own call (replay/layer/layer_cublas.cpp: the stream and its workspace bound before
+  // each GEMM, cublasGemmEx OP_T / OP_N, CUBLAS_COMPUTE_32F), as its decode lane runs both shared GEMMs.
+  replay::layer::Cublas& cb = replay::layer::Cublas::instance();
+  if (!cb.available()) return shared_fail(state, str_cat("layer cuBLAS: ", cb.unavailable_reason()));
+  std::string cublas_error;
   auto cublas = [&](std::size_t i) {
-    const cublasStatus_t st = cb.gemm(t, n, k, set[i].a.data(), set[i].b.data(), set[i].c_cublas.data());
-    if (st != CUBLAS_STATUS_SUCCESS) status = st;
+    try {
+      cb.gemm(DType::bf16, t, n, k, set[i].a.data(), set[i].b.data(), set[i].c_cublas.data(), false, nullptr);
+    } catch (const DeviceError& e) {
+      cublas_error = e.what();
+    }
   };
   static CublasLt lt;
   std::string lt_note;
@@ -881,10 +864,9 @@ void BM_shared_expert(benchmark::State& state) {
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
   auto cublaslt = [&](std::size_t i) {
     const float alpha = 1.0f, beta = 0.0f;
-    const cublasStatus_t st =
-        cublasLtMatmul(lt.handle, plan->op, &alpha, set[i].b.data(), plan->la, set[i].a.data(), plan->lb, &beta,
-                       set[i].c_lt.data(), plan->lc, set[i].c_lt.data(), plan->lc, &plan->algo.algo,
-                       lt.workspace.data(), LayerCublas::kWorkspace, nullptr);
+    const cublasStatus_t st = cublasLtMatmul(lt.handle, plan->op, &alpha, set[i].b.data(), plan->la, set[i].a.data(),
+                                             plan->lb, &beta, set[i].c_lt.data(), plan->lc, set[i].c_lt.data(),
+                                             plan->lc, &plan->algo.algo, lt.workspace.data(), kLayerWorkspace, nullptr);
     if (st != CUBLAS_STATUS_SUCCESS) lt_status = st;
   };
 
@@ -893,8 +875,7 @@ void BM_shared_expert(benchmark::State& state) {
   cublas(0);
   if (have_lt) cublaslt(0);
   dev.synchronize();
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return shared_fail(state, str_cat("cublasGemmEx status ", static_cast<int>(status)));
+  if (!cublas_error.empty()) return shared_fail(state, cublas_error);
   // Each output is within fused_moe's bf16 tolerance (the oracle's, 2^-7) of the exact product, so
   // the two are within twice it of each other; a wrong kernel is off by far more.
   const double tolerance = 2 * equivalence::fused_moe_rel_tolerance(DType::bf16, DType::bf16);
@@ -912,8 +893,7 @@ void BM_shared_expert(benchmark::State& state) {
 
   const double fused_ms = median_ms_rotating(sets, fused);
   const double cb_ms = median_ms_rotating(sets, cublas);
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return shared_fail(state, str_cat("cublasGemmEx status ", static_cast<int>(status)));
+  if (!cublas_error.empty()) return shared_fail(state, cublas_error);
   double lt_ms = 0;
   if (have_lt && lt_status == CUBLAS_STATUS_SUCCESS) lt_ms = median_ms_rotating(sets, cublaslt);
   if (lt_status != CUBLAS_STATUS_SUCCESS) lt_note = str_cat("cublasLtMatmul status ", static_cast<int>(lt_status));
