@@ -19,7 +19,8 @@ constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: constexprs, bounded
 constexpr std::int64_t kBlockK = 64;                     // elements per k-tile (128 bytes of bf16/f16)
 constexpr std::int64_t kStreamBlockK = 128;              // the streaming path's k-step (nvfp4_moe.cuh)
-constexpr std::int64_t kLutBytes = 256 * 32 * 4;         // its byte table: 32 copies of 256 pairs
+constexpr std::int64_t kLutBytes = 256 * 256;            // its tables: 256 rows of 32 pair and 32 scale copies
+constexpr std::int64_t kPieceBytes = 16 + 4;             // its prefetch per thread, weight row and k-step
 constexpr std::int64_t kScaleGroup = 16;                 // elements per e4m3 scale
 constexpr std::initializer_list<DType> kActDTypes = {DType::bf16, DType::f16};
 using expert_gemm::ceil_div;
@@ -45,7 +46,7 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 }
 
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
-  if (t.block_k == kStreamBlockK) return kLutBytes + t.block_m * 4;
+  if (t.block_k == kStreamBlockK) return kLutBytes + t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
          t.block_m * 4 + 256 * 4;
 }

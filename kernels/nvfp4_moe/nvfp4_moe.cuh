@@ -24,22 +24,32 @@
 //   so the decode rounds nothing; the per-expert fp32 global scale multiplies the fp32 sums in the
 //   epilogue. An e4m3 scale byte 0x7f/0xff is NaN and poisons its group, as it should.
 // - Weight rows past N are copied as zeros (their outputs are never stored).
-// - The streaming path (BLOCK_K 128, the decode tiles: BLOCK_M 16): no staging of B. Each warp
-//   takes every WARPS-th 128-element k-step of the block's BLOCK_N weight rows; per n8 tile a
-//   thread loads 16 packed bytes (32 elements: k0 .. k0 + 31, k0 = 128 c + 32 t4) of weight row
-//   n0 + 8 j + g straight into registers with the two e4m3 scales of those 32 elements, decodes
-//   them through the byte table and runs 8 mma k-steps over them. The mma's k slots are a
-//   permutation of the actual k: in step s, slots 2 t4 + {0, 1} hold k0 + 4 s + {0, 1} and slots
-//   2 t4 + 8 + {0, 1} hold k0 + 4 s + {2, 3}, for A (rows g and g + 8: 32 contiguous elements a
-//   row, loaded 16 bytes at a time) as for B, so each thread's bytes are contiguous in memory and
-//   every slot pairs the same k on both sides (k0 depends on t4 alone). A sum is a sum in any
-//   order: the products are the staged path's. The warps' partial sums meet in shared memory (a
-//   fixed order: bitwise deterministic), then BLOCK_N / 16 warps run the common epilogue.
-// - Its table holds 32 copies of the 256 byte -> pair entries, entry x of lane l's copy at word
-//   32 x + l: a warp's 32 lookups fall on 32 distinct banks whatever the bytes (one copy: about 3.5
-//   wavefronts per lookup on random codes, the shared-memory pipe's limit before HBM's). The 32 KiB
-//   hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles: N % 8 == 0) are
-//   not loaded (their codes read as zeros, their products are zeros, their columns never stored).
+// - The streaming path (BLOCK_K 128, the decode tiles: BLOCK_M 16): no staged B tile. Each warp
+//   takes every WARPS-th 128-element k-step of the block's BLOCK_N weight rows. Per weight row
+//   n0 + 8 j + g (j < BLOCK_N / 8) a thread copies 16 packed bytes (32 elements: k0 .. k0 + 31,
+//   k0 = 128 c + 32 t4) and the 4-byte word holding their two e4m3 scales into the warp's prefetch
+//   buffer with cp.async; the warp's next step is copied while it multiplies this one (its first
+//   step while the block builds its tables), so two steps per warp are in flight without more
+//   registers. The thread decodes its pieces through the tables and runs 8 mma k-steps over them.
+//   The mma's k slots are a permutation of the actual k: in step s, slots 2 t4 + {0, 1} hold
+//   k0 + 4 s + {0, 1} and slots 2 t4 + 8 + {0, 1} hold k0 + 4 s + {2, 3}, on the weight side as on
+//   the token side (token rows g and g + 8: 32 contiguous elements a row, loaded 16 bytes at a
+//   time), so each thread's bytes are contiguous in memory and every slot pairs the same k on both
+//   sides (k0 depends on t4 alone). A sum is a sum in any order: the products are the staged path's.
+// - The decoded weights are the mma's A operand (m16: weight rows 16 i + g and + 8, from the pieces
+//   of j = 2 i and 2 i + 1) and the tokens its B operand (n8: token rows 0..7, and 8..15 in a second
+//   mma): a block whose rows 8..15 are all padding (a decode block of a few tokens) skips the second
+//   mma and its loads. WK_NVFP4_WA=0 swaps the roles (weights as n8 B tiles, 16 tokens as A), the
+//   first form, kept for the A/B.
+// - The warps' partial sums meet in shared memory as [warp][token][column] (a fixed order: bitwise
+//   deterministic), then BLOCK_N / 16 warps run the common epilogue.
+// - Its tables: 256 rows of 256 bytes; row x holds 32 copies of byte x's code pair (copy l at 4 l)
+//   and 32 copies of e4m3 byte x as T in both halves (at 128 + 4 l). Lane l reads its own copies, so
+//   a warp's 32 lookups fall on 32 distinct banks whatever the bytes (one copy: about 3.5
+//   wavefronts per lookup on random codes, the shared-memory pipe's limit before HBM's), and a
+//   lookup is one byte permute (the offset (byte << 8) | 4 l, or | 128 + 4 l) and one load. The
+//   64 KiB hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles:
+//   N % 8 == 0) are copied as zeros (their products are zeros, their columns never stored).
 
 namespace wk::nvfp4 {
 
@@ -109,9 +119,14 @@ __device__ __forceinline__ uint4 decode8(unsigned packed, unsigned scale2, const
 
 // ---- the streaming path (BLOCK_K 128) ----------------------------------------------------------
 
-inline constexpr int kStreamK = 128;   // elements of one warp k-step
-inline constexpr int kLutCopies = 32;  // one table copy per bank
-inline constexpr int kLutWords = 256 * kLutCopies;
+inline constexpr int kStreamK = 128;      // elements of one warp k-step
+inline constexpr int kLutCopies = 32;     // one table copy per bank
+inline constexpr int kLutRowBytes = 256;  // table row x: pair(x) at 4 l, then e4m3(x) at kScaleCol + 4 l
+inline constexpr int kScaleCol = 128;
+inline constexpr int kLutBytes = 256 * kLutRowBytes;
+// What a thread prefetches per weight row and k-step: 16 packed bytes and the 4-byte word holding
+// its 2 scales (and its neighbour's).
+inline constexpr int kPieceBytes = 16 + 4;
 
 // 16 bytes of A's row `row` at element k (T = bf16/f16): one vector load when A is 16-byte
 // aligned (row strides are validated multiples of 16 bytes), else element by element; zeros for a
@@ -134,16 +149,25 @@ __device__ __forceinline__ unsigned word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// The pair of T for byte `bp` of `word` from this lane's table copy (lut = table + lane): entry x
-// sits 128 x bytes after the lane's first word, so the byte offset is one shift and one mask of
-// the word (bp is a compile-time constant).
-__device__ __forceinline__ unsigned lookup(const unsigned* lut, unsigned word, int bp) {
-  static_assert(kLutCopies * 4 == 128, "nvfp4_moe: 128 bytes between a lane's entries");
-  const unsigned off = bp == 0 ? (word << 7) & 0x7f80u : (word >> (8 * bp - 7)) & 0x7f80u;
-  return *reinterpret_cast<const unsigned*>(reinterpret_cast<const char*>(lut) + off);
+// The table entry of byte `sel`'s pick of `word` in this lane's column: row (byte << 8), column
+// `col` (4 lane for code pairs, kScaleCol + 4 lane for scales; below 256). One byte permute builds
+// the offset: selector nibbles 4 and 5 take col's low byte and a zero byte, nibble k byte k of word.
+__device__ __forceinline__ unsigned lut_at(const char* lut, unsigned word, unsigned col, unsigned sel) {
+  return *reinterpret_cast<const unsigned*>(lut + __byte_perm(word, col, sel));
 }
+template <int kByte>
+inline constexpr unsigned kLutSel = 0x5504u | (static_cast<unsigned>(kByte) << 4);
 
 }  // namespace wk::nvfp4
+
+// Development switch (the default is the intended form; WARMKEY_BENCH_DEFINES=WK_NVFP4_WA=0 gives
+// the other for an A/B in one program, and a -D option is part of the JitKey):
+// - WK_NVFP4_WA: the decoded weights are the mma's A operand (m16: 16 weight rows; the tokens are
+//   its n8 B operand, so a block whose rows 8..15 are all padding runs half the mma), else its B
+//   operand (n8 weight rows; the 16 token rows are A).
+#ifndef WK_NVFP4_WA
+#define WK_NVFP4_WA 1
+#endif
 
 // The streaming path (BLOCK_K 128: the decode tiles), NOTES above.
 template <class S>
@@ -154,6 +178,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
     const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
     typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
     typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias) {
+  namespace nv4 = wk::nvfp4;
   using T = typename S::a_t;
   constexpr int kN = static_cast<int>(S::N);
   constexpr int kK = static_cast<int>(S::K);
@@ -166,25 +191,29 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   constexpr bool kNaive = S::sorted_token_ids_none;
   constexpr bool kHasBias = !S::bias_none;
   constexpr bool kMulWeight = !S::topk_weights_none;
+  constexpr bool kWA = WK_NVFP4_WA != 0;
   constexpr int kNumPidN = (kN + kBN - 1) / kBN;
-  constexpr int kTiles = kBN / 8;  // n8 tiles of the block
-  constexpr int kSteps = kK / wk::nvfp4::kStreamK;
+  constexpr int kRows = kBN / 8;  // weight rows per thread: 8 j + g, j < kRows
+  constexpr int kSteps = kK / nv4::kStreamK;
   constexpr int kPackedRow = kK / 2;  // bytes of one weight row
   constexpr int kScaleRow = kK / 16;  // scales of one weight row
+  constexpr int kBufWarp = 32 * kRows * nv4::kPieceBytes;  // a warp's prefetch buffer
+  constexpr int kPartRow = kBN + 8;                        // floats per token row of the partial sums
   // The epilogue's layout: BLOCK_N / 16 warps of 16 x 16 outputs (two n8 tiles each).
   using Epi = wk::gemm::Tile<T, kBM, kBN, kBN / 16, 2>;
   static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
   static_assert(kBM == 16, "nvfp4_moe: the streaming path covers one m16 mma tile (BLOCK_M 16)");
   static_assert(kBN % 16 == 0 && kBN / 16 <= kWarps, "nvfp4_moe: BLOCK_N / 16 warps run the epilogue");
-  static_assert(kK % wk::nvfp4::kStreamK == 0, "nvfp4_moe: K is a whole number of 128-element steps");
+  static_assert(kK % nv4::kStreamK == 0, "nvfp4_moe: K is a whole number of 128-element steps");
   static_assert(S::num_tokens_post_padded_none || !kNaive, "nvfp4_moe: the naive layout has no padded count");
-  static_assert(kWarps * kTiles * 32 * 4 <= wk::nvfp4::kLutWords,
+  static_assert(kWarps * kBM * kPartRow * 4 <= nv4::kLutBytes,
                 "nvfp4_moe: the warps' partial sums fit in the table's shared memory");
 
   extern __shared__ __align__(128) char smem[];
-  unsigned* s_lut = reinterpret_cast<unsigned*>(smem);                  // [256][32]: entry x, copy l at 32 x + l
-  float* s_part = reinterpret_cast<float*>(smem);                       // after the main loop: [warps][tiles][32][4]
-  int* s_entry = reinterpret_cast<int*>(s_lut + wk::nvfp4::kLutWords);  // [kBM] entry of each row
+  const char* s_lut = smem;                                              // [256][256 bytes]: NOTES
+  float* s_part = reinterpret_cast<float*>(smem);                        // after the main loop: [warps][16][kPartRow]
+  char* s_buf = smem + nv4::kLutBytes;                                   // [warps][kBufWarp]
+  int* s_entry = reinterpret_cast<int*>(s_buf + kWarps * kBufWarp);      // [kBM] entry of each row
 
   const long long nv = WARMKEY_INT(S, num_valid);
   const int tid = static_cast<int>(threadIdx.x);
@@ -201,114 +230,196 @@ __device__ __forceinline__ void nvfp4_moe_stream(
     if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
   }
   const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+  const bool local = e >= 0 && e < static_cast<long long>(num_experts);
 
-  // The table: thread x computes entry x once and writes its 32 copies, staggered so that a
-  // warp's 32 stores fall on 32 banks.
+  // The warp's prefetch buffer: piece j of lane l at j * 512 + 16 l (16 packed bytes of weight row
+  // n0 + 8 j + g), its scale word at kRows * 512 + 128 j + 4 l (bytes 2 t4 and 2 t4 + 1 of the
+  // row's 8 scales of the step are bytes 2 (t4 & 1) and 2 (t4 & 1) + 1 of it). Each thread reads
+  // back only what it copied.
+  char* buf = s_buf + warp * kBufWarp;
+  const unsigned buf_w = wk::gemm::smem_u32(buf) + 16 * lane;
+  const unsigned buf_s = wk::gemm::smem_u32(buf) + kRows * 512 + 4 * lane;
+  const unsigned char* b_row =
+      reinterpret_cast<const unsigned char*>(b) + ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kPackedRow) +
+      16 * t4;
+  const unsigned char* s_row = reinterpret_cast<const unsigned char*>(b_scale) +
+                               ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kScaleRow) + 4 * (t4 >> 1);
+  auto prefetch = [&](int step) {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const bool ok = n0 + 8 * j < kN;  // whole n8 tiles: N % 8 == 0; rows past N copy zeros
+      const long long row = ok ? 8LL * j : 0LL;
+      wk::gemm::cp_async16(buf_w + 512 * j, b_row + row * kPackedRow + step * 64, ok);
+      nv4::cp_async4(buf_s + 128 * j, s_row + row * kScaleRow + step * 8, ok);
+    }
+    wk::gemm::cp_async_commit();
+  };
+  // The warp's first k-step is on its way while the block builds its table.
+  if (local && warp < kSteps) prefetch(warp);
+
+  // The tables: thread x computes entry x once and writes its 32 copies of both, 4 at a time,
+  // staggered so that the 8 lanes of a 16-byte store phase fall on 8 distinct groups of 4 banks.
   for (int x = tid; x < 256; x += kThreads) {
-    const unsigned pair = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(x));
-#pragma unroll 4
-    for (int l = 0; l < wk::nvfp4::kLutCopies; ++l) s_lut[x * wk::nvfp4::kLutCopies + ((l + x) & 31)] = pair;
+    const unsigned pair = nv4::pair_bits<T>(static_cast<unsigned>(x));
+    const unsigned s1 = nv4::bits16<T>(nv4::e4m3_to_float(static_cast<unsigned>(x)));
+    const uint4 p4 = make_uint4(pair, pair, pair, pair);
+    const uint4 s4 = make_uint4(s1 | (s1 << 16), s1 | (s1 << 16), s1 | (s1 << 16), s1 | (s1 << 16));
+    char* row = smem + x * nv4::kLutRowBytes;
+#pragma unroll
+    for (int q = 0; q < nv4::kLutCopies / 4; ++q) {
+      const int copy = (4 * (q + x)) & (nv4::kLutCopies - 1);
+      *reinterpret_cast<uint4*>(row + 4 * copy) = p4;
+      *reinterpret_cast<uint4*>(row + nv4::kScaleCol + 4 * copy) = s4;
+    }
   }
   wk::expert::load_entries<kNaive, kBM, kThreads>(s_entry, sorted_token_ids, pid_m, em_v, nv, tid);
   __syncthreads();
 
-  if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros
+  if (!local) {  // not a local expert: zeros
     wk::expert::store_zeros<kBM, kBN, kThreads>(c, s_entry, stride_cm, n0, kN, tid);
     return;
   }
 
-  // A: rows g and g + 8 of the m-block (null: a padding row, read as zeros).
+  // A: token rows g (group 0) and g + 8 (group 1) of the m-block (null: padding, read as zeros).
   const bool a_vec = wk::aligned16(a);
   const int entry_lo = s_entry[g], entry_hi = s_entry[g + 8];
   const T* a_lo = entry_lo >= 0 ? a + static_cast<long long>(entry_lo / kTopK) * stride_am : nullptr;
   const T* a_hi = entry_hi >= 0 ? a + static_cast<long long>(entry_hi / kTopK) * stride_am : nullptr;
-  // B: weight row n0 + 8 j + g of tile j, this thread's 16 bytes and 2 scales of each k-step.
-  const unsigned char* b_row =
-      reinterpret_cast<const unsigned char*>(b) + (e * kN + n0 + g) * static_cast<long long>(kPackedRow) + 16 * t4;
-  const unsigned char* s_row =
-      reinterpret_cast<const unsigned char*>(b_scale) + (e * kN + n0 + g) * static_cast<long long>(kScaleRow) + 2 * t4;
-  const unsigned* lut = s_lut + lane;
-
-  float acc[kTiles][4];
+  // Rows 8..15 all padding (every decode block of one or a few tokens): group 1 is never multiplied.
+  bool has_hi = false;
 #pragma unroll
-  for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  for (int r = 8; r < 16; ++r) has_hi = has_hi || s_entry[r] >= 0;
 
+  const unsigned col_c = 4u * static_cast<unsigned>(lane);
+  const unsigned col_s = nv4::kScaleCol + 4u * static_cast<unsigned>(lane);
+  // Selectors of this thread's two scale bytes in its scale word (group 0: elements k0 .. k0 + 15).
+  const unsigned sel_s0 = 0x5504u | ((2u * static_cast<unsigned>(t4 & 1)) << 4);
+  const unsigned sel_s1 = 0x5504u | ((2u * static_cast<unsigned>(t4 & 1) + 1u) << 4);
+
+  // acc[j][0..3]: kWA: m16 tile j / 2 (weight rows) x token group j % 2; else n8 tile j x 16 tokens.
+  float acc[kRows][4];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+  // kHi: a constant at each call site below (the lambda is inlined into two copies of the loop).
+  auto run = [&](const bool kHi) {
 #pragma unroll 1
-  for (int step = warp; step < kSteps; step += kWarps) {
-    const int k0 = step * wk::nvfp4::kStreamK + 32 * t4;  // this thread's 32 elements
-    uint4 alo[4], ahi[4];
+    for (int step = warp; step < kSteps; step += kWarps) {
+      const int k0 = step * nv4::kStreamK + 32 * t4;  // this thread's 32 elements
+      uint4 alo[4], ahi[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      alo[i] = wk::nvfp4::load_a16(a_lo, k0 + 8 * i, a_vec);
-      ahi[i] = wk::nvfp4::load_a16(a_hi, k0 + 8 * i, a_vec);
-    }
-    uint4 packed[kTiles];
-    unsigned scales[kTiles];
+      for (int i = 0; i < 4; ++i) {
+        alo[i] = nv4::load_a16(a_lo, k0 + 8 * i, a_vec);
+        ahi[i] = kHi ? nv4::load_a16(a_hi, k0 + 8 * i, a_vec) : make_uint4(0, 0, 0, 0);
+      }
+      wk::gemm::cp_async_wait<0>();
+      uint4 packed[kRows];
+      unsigned sw[kRows];
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      const bool ok = n0 + 8 * j < kN;  // whole n8 tiles: N % 8 == 0
-      const long long row = 8LL * j;
-      packed[j] =
-          ok ? __ldg(reinterpret_cast<const uint4*>(b_row + row * kPackedRow + step * 64)) : make_uint4(0, 0, 0, 0);
-      scales[j] =
-          ok ? static_cast<unsigned>(__ldg(reinterpret_cast<const unsigned short*>(s_row + row * kScaleRow + step * 8)))
-             : 0u;
-    }
-    // The two scales of each tile as T bits, the first in the low half.
-    unsigned scale_bits[kTiles];
+      for (int j = 0; j < kRows; ++j) {
+        packed[j] = *reinterpret_cast<const uint4*>(buf + 512 * j + 16 * lane);
+        sw[j] = *reinterpret_cast<const unsigned*>(buf + kRows * 512 + 128 * j + 4 * lane);
+      }
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      scale_bits[j] = wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] & 0xffu)) |
-                      (wk::nvfp4::bits16<T>(wk::nvfp4::e4m3_to_float(scales[j] >> 8)) << 16);
-    }
-    // Steps outside, tiles inside: the 8 mma of one step go to 8 accumulators (independent, so they
-    // overlap in the tensor pipe), and each accumulator still adds its steps in order s = 0 .. 7.
+      for (int h = 0; h < 2; ++h) {
+        // Both halves the scale of row j's group h (elements k0 + 16 h .. k0 + 16 h + 15).
+        unsigned sc[kRows];
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      // Elements k0 + 4 s .. k0 + 4 s + 3: packed bytes 2 s and 2 s + 1, A words 2 s and 2 s + 1.
-      const unsigned af[4] = {
-          wk::nvfp4::word_of(alo[s >> 1], (2 * s) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s) & 3),
-          wk::nvfp4::word_of(alo[s >> 1], (2 * s + 1) & 3), wk::nvfp4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
-      // A tile past N (the last n-block when N % BLOCK_N != 0) multiplies its zero codes: no branch
-      // in the step, and the epilogue stores no column past N.
+        for (int j = 0; j < kRows; ++j) sc[j] = nv4::lut_at(s_lut, sw[j], col_s, h == 0 ? sel_s0 : sel_s1);
+        // Steps outside, tiles inside: independent mma in a row, each accumulator adding its steps
+        // in order.
 #pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-        const unsigned word = wk::nvfp4::word_of(packed[j], s >> 1);
-        // Both halves the scale of this step's 16-element group (the first for s < 4).
-        const unsigned sc = __byte_perm(scale_bits[j], 0u, s < 4 ? 0x1010u : 0x3232u);
-        const unsigned bf[2] = {wk::nvfp4::mul_pair<T>(wk::nvfp4::lookup(lut, word, (2 * s) & 3), sc),
-                                wk::nvfp4::mul_pair<T>(wk::nvfp4::lookup(lut, word, (2 * s + 1) & 3), sc)};
-        wk::gemm::mma<T>(acc[j], af, bf);
+        for (int s = 4 * h; s < 4 * h + 4; ++s) {
+          // Elements k0 + 4 s .. k0 + 4 s + 3: packed bytes 2 s and 2 s + 1, activation words 2 s, 2 s + 1.
+          const int wi = s >> 1;
+          const unsigned sel0 = (2 * s) & 3 ? nv4::kLutSel<2> : nv4::kLutSel<0>;
+          const unsigned sel1 = (2 * s) & 3 ? nv4::kLutSel<3> : nv4::kLutSel<1>;
+          if constexpr (kWA) {
+            const unsigned blo[2] = {nv4::word_of(alo[s >> 1], (2 * s) & 3), nv4::word_of(alo[s >> 1], (2 * s + 1) & 3)};
+            const unsigned bhi[2] = {nv4::word_of(ahi[s >> 1], (2 * s) & 3), nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
+#pragma unroll
+            for (int tm = 0; tm < kRows / 2; ++tm) {
+              const unsigned wlo = nv4::word_of(packed[2 * tm], wi), whi = nv4::word_of(packed[2 * tm + 1], wi);
+              const unsigned af[4] = {nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel0), sc[2 * tm]),
+                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel0), sc[2 * tm + 1]),
+                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel1), sc[2 * tm]),
+                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel1), sc[2 * tm + 1])};
+              wk::gemm::mma<T>(acc[2 * tm], af, blo);
+              if (kHi) wk::gemm::mma<T>(acc[2 * tm + 1], af, bhi);
+            }
+          } else {
+            const unsigned af[4] = {nv4::word_of(alo[s >> 1], (2 * s) & 3), nv4::word_of(ahi[s >> 1], (2 * s) & 3),
+                                    nv4::word_of(alo[s >> 1], (2 * s + 1) & 3),
+                                    nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
+#pragma unroll
+            for (int j = 0; j < kRows; ++j) {
+              const unsigned word = nv4::word_of(packed[j], wi);
+              const unsigned bf[2] = {nv4::mul_pair<T>(nv4::lut_at(s_lut, word, col_c, sel0), sc[j]),
+                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, word, col_c, sel1), sc[j])};
+              wk::gemm::mma<T>(acc[j], af, bf);
+            }
+          }
+          // Every piece has been read (sub-step 0 used a word of each, so the reads have landed; the
+          // warp barrier orders them before the copies): the buffer takes the warp's next step.
+          if (s == 0 && step + kWarps < kSteps) {
+            __syncwarp();
+            prefetch(step + kWarps);
+          }
+        }
       }
     }
+  };
+  if constexpr (kWA) {
+    if (has_hi)
+      run(true);
+    else
+      run(false);
+  } else {
+    run(true);
   }
 
-  // The warps' partial sums, then the epilogue warps add them in warp order.
-  __syncthreads();  // every warp is done with the table
+  // The warps' partial sums as [warp][token][column] (rows padded to kPartRow floats: the
+  // epilogue's float2 reads of 16 lanes fall on 32 distinct banks), then the epilogue warps add
+  // them in warp order (a fixed order: bitwise deterministic).
+  __syncthreads();  // every warp is done with the tables
+  float* part = s_part + warp * kBM * kPartRow;
 #pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-    *reinterpret_cast<float4*>(s_part + ((warp * kTiles + j) * 32 + lane) * 4) =
-        make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+  for (int j = 0; j < kRows; ++j) {
+    if constexpr (kWA) {
+      // acc[j]: weight rows 16 (j / 2) + g (+ 8) x tokens 8 (j % 2) + 2 t4 (+ 1).
+      const int n = 16 * (j / 2) + g, tok = 8 * (j % 2) + 2 * t4;
+      part[tok * kPartRow + n] = acc[j][0];
+      part[(tok + 1) * kPartRow + n] = acc[j][1];
+      part[tok * kPartRow + n + 8] = acc[j][2];
+      part[(tok + 1) * kPartRow + n + 8] = acc[j][3];
+    } else {
+      // acc[j]: tokens g (+ 8) x weight rows 8 j + 2 t4 (+ 1).
+      const int n = 8 * j + 2 * t4;
+      *reinterpret_cast<float2*>(part + g * kPartRow + n) = make_float2(acc[j][0], acc[j][1]);
+      *reinterpret_cast<float2*>(part + (g + 8) * kPartRow + n) = make_float2(acc[j][2], acc[j][3]);
+    }
+  }
   __syncthreads();
   if (warp >= kBN / 16) return;
   float out[1][2][4];
 #pragma unroll
   for (int ni = 0; ni < 2; ++ni) {
-    const int j = 2 * warp + ni;
-    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const int n = 16 * warp + 8 * ni + 2 * t4;
+    float2 lo = make_float2(0.0f, 0.0f), hi = make_float2(0.0f, 0.0f);
 #pragma unroll 1
     for (int w = 0; w < kWarps; ++w) {
-      const float4 v = *reinterpret_cast<const float4*>(s_part + ((w * kTiles + j) * 32 + lane) * 4);
-      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+      const float* p = s_part + w * kBM * kPartRow;
+      const float2 vl = *reinterpret_cast<const float2*>(p + g * kPartRow + n);
+      const float2 vh = *reinterpret_cast<const float2*>(p + (g + 8) * kPartRow + n);
+      lo.x += vl.x, lo.y += vl.y, hi.x += vh.x, hi.y += vh.y;
     }
-    out[0][ni][0] = sum.x, out[0][ni][1] = sum.y, out[0][ni][2] = sum.z, out[0][ni][3] = sum.w;
+    out[0][ni][0] = lo.x, out[0][ni][1] = lo.y, out[0][ni][2] = hi.x, out[0][ni][3] = hi.y;
   }
   // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
   const float gs = __ldg(b_global_scale + e);
   wk::expert::store_entries<Epi, true, kHasBias, kMulWeight>(out, s_entry, c, stride_cm, n0, kN, gs, bias, e,
                                                              stride_bias, topk_weights, true, 0, warp, g, t4);
 }
-
 template <class S>
 __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK ? 2 : 1)
     nvfp4_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,

@@ -256,15 +256,23 @@ TEST(Nvfp4MoeTile, changesExactlyAtTheDeclaredBoundaries) {
   EXPECT_EQ(nvfp4_moe_token_boundaries(6, 256), (std::vector<std::int64_t>{10, 341, 1024, 2730}));
 }
 
-// Decode tiles stream the weights into registers (BLOCK_K 128) exactly when K is a multiple of
-// 128; the streaming tile has its own rules and shared memory (the 32-copy byte table).
+// Decode tiles stream the weights (BLOCK_K 128) exactly when K is a multiple of 128; the
+// streaming tile has its own rules and shared memory: the 64 KiB of code and scale tables, each
+// warp's prefetch buffer (20 bytes per thread and weight row) and the entries. Its launch bounds
+// ask for two blocks per SM, which must fit in an SM's 228 KiB (1 KiB reserved per block).
 TEST(Nvfp4MoeTile, decodeStreamsExactlyWhenKIsAMultipleOf128) {
   for (std::int64_t k : {128, 384, 2048, 4096}) {
     const FusedMoeTile t = nvfp4_moe_tile(8 * 256, 256, k);
     EXPECT_EQ(t, (FusedMoeTile{16, 64, 128, 1, 8, 1})) << k;
-    EXPECT_EQ(nvfp4_moe_shared_bytes(t), 256 * 32 * 4 + 16 * 4);
+    EXPECT_EQ(nvfp4_moe_shared_bytes(t), 256 * 256 + 8 * 32 * 8 * 20 + 16 * 4);
     EXPECT_EQ(nvfp4_moe_tile(8 * 256 + 1, 256, k).block_k, 64) << k;  // BLOCK_M 32: staged
   }
+  for (std::int64_t bn : {32, 64})
+    for (std::int64_t warps : {4, 8}) {
+      const FusedMoeTile t{16, bn, 128, 1, warps, 1};
+      EXPECT_EQ(nvfp4_moe_tile_problem(t), "");
+      EXPECT_LE(2 * (nvfp4_moe_shared_bytes(t) + 1024), 228 * 1024) << bn << " " << warps;
+    }
   for (std::int64_t k : {64, 192, 4032}) EXPECT_EQ(nvfp4_moe_tile(1, 256, k), (FusedMoeTile{16, 64, 64, 1, 4, 6})) << k;
   EXPECT_EQ(nvfp4_moe_tile_problem({16, 32, 128, 1, 4, 1}), "");
   EXPECT_NE(nvfp4_moe_tile_problem({32, 64, 128, 1, 8, 1}).find("block_m 32 must be 16"), std::string::npos);
