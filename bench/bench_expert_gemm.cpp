@@ -585,8 +585,9 @@ void BM_nvfp4_moe(benchmark::State& state) {
   const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
   const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
   // variant (decode batches whose heuristic tile streams): 1 the staged tile (BLOCK_K 64) the
-  // streaming one replaced; 2-4 other streaming tiles (BLOCK_N 32 / 64, 4 / 8 warps): an A/B of
-  // the same batch in the same run.
+  // streaming one replaced; 2-4 other streaming tiles (BLOCK_N 32 / 64, 4 / 8 warps). Prefill
+  // batches whose heuristic tile is the warp-specialised one: 1 the staged 128 x 128 tile it
+  // replaced. An A/B of the same batch in the same run.
   const int variant = static_cast<int>(state.range(3));
   FusedMoeTile tile = nvfp4_moe_tile(nv, kExperts, k);
   if (variant > 0 && tile.block_k == 128) {
@@ -594,6 +595,7 @@ void BM_nvfp4_moe(benchmark::State& state) {
         {16, 64, 64, 1, 4, 6}, {16, 32, 128, 1, 8, 1}, {16, 64, 128, 1, 4, 1}, {16, 32, 128, 1, 4, 1}};
     tile = kVariants[variant - 1];
   }
+  if (variant == 1 && tile.warps == 12) tile = {128, 128, 64, 8, 8, 3};
   const Layout layout = align(ids, tile.block_m);
   const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
   DeviceBuffer a_buf = dev.alloc(static_cast<std::size_t>(m * k * 2));
@@ -933,6 +935,8 @@ void nvfp4_args(benchmark::internal::Benchmark* b) {
     for (std::int64_t t : {2048, 8192}) {
       for (int r : {kUniform, kSkewed}) b->Args({layer, t, r, 0});
     }
+    for (std::int64_t t : {8192, 16384}) b->Args({layer, t, kUniform, 1});
+    b->Args({layer, 16384, kUniform, 0});
   }
 }
 

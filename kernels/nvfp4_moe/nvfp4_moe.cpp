@@ -9,6 +9,7 @@
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
 #include "kernels/common/value_classes.h"
+#include "warmup/device.h"
 #include "warmup/domain.h"
 
 namespace warmkey {
@@ -22,6 +23,13 @@ constexpr std::int64_t kStreamBlockK = 128;              // the streaming path's
 constexpr std::int64_t kLutBytes = 256 * 256;            // its tables: 256 rows of 32 pair and 32 scale copies
 constexpr std::int64_t kPieceBytes = 16 + 4;             // its prefetch per thread, weight row and k-step
 constexpr std::int64_t kScaleGroup = 16;                 // elements per e4m3 scale
+// The warp-specialised tile (nvfp4_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups,
+// persistent grid; per stage 128 A rows and 256 decoded B rows of 128 bytes, plus two k-tiles of
+// raw weights (256 x 32 packed bytes + 256 x 4 scales each) and the byte table.
+constexpr std::int64_t kWsWarps = 12, kWsBlockM = 128, kWsBlockN = 256;
+constexpr std::int64_t kWsRawBytes = kWsBlockN * (kBlockK / 2 + kBlockK / kScaleGroup);
+constexpr unsigned kFallbackSms = 132;  // an H200's multiprocessors: the grid bound without a device
+bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
 constexpr std::initializer_list<DType> kActDTypes = {DType::bf16, DType::f16};
 using expert_gemm::ceil_div;
 using expert_gemm::kMaxSharedBytes;
@@ -38,7 +46,7 @@ FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts, st
   }
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e) return {32, 64, kBlockK, 1, 4, 4};
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return {64, 128, kBlockK, 8, 4, 4};
-  return {128, 128, kBlockK, 8, 8, 3};
+  return {kWsBlockM, kWsBlockN, kBlockK, 8, kWsWarps, 4};  // warp-specialised: decode in the producer, wgmma on sm_90a
 }
 
 std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::int64_t num_experts) {
@@ -46,6 +54,8 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 }
 
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
+  if (warp_specialised(t))  // alignment slack, stages, raw k-tiles, two tables, two barriers per stage
+    return 1024 + t.stages * (kWsBlockM + kWsBlockN) * 128 + 2 * kWsRawBytes + 2 * 256 * 4 + t.stages * 16;
   if (t.block_k == kStreamBlockK) return kLutBytes + t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
          t.block_m * 4 + 256 * 4;
@@ -60,8 +70,14 @@ std::string nvfp4_moe_tile_problem(const FusedMoeTile& t) {
     if (t.group_m < 1 || t.group_m > 64) return str_cat("group_m ", t.group_m, " is outside [1, 64]");
     return "";
   }
-  const std::string shape =
-      expert_gemm::tile_shape_problem(t, {64, 128}, kBlockK, " (one 128-byte row of bf16/f16)", {4, 8}, true);
+  if (warp_specialised(t)) {
+    if (t.block_m != kWsBlockM || t.block_n != kWsBlockN)
+      return str_cat("warps 12 (the warp-specialised tile) needs block 128x256, not ", t.block_m, "x", t.block_n);
+  } else if (t.block_n == kWsBlockN) {
+    return "block_n 256 is the warp-specialised tile's: it needs warps 12";
+  }
+  const std::string shape = expert_gemm::tile_shape_problem(
+      t, {64, 128, 256}, kBlockK, " (one 128-byte row of bf16/f16)", {4, 8, 12}, !warp_specialised(t));
   if (!shape.empty()) return shape;
   if (nvfp4_moe_shared_bytes(t) > kMaxSharedBytes)
     return str_cat("stages ", t.stages, " need ", nvfp4_moe_shared_bytes(t), " bytes of shared memory (limit ",
@@ -176,6 +192,8 @@ void Nvfp4Moe::validate(const Args& a) const {
   check_input(k % tile.block_k == 0, kName, "tile", "K = ", k, " (", a.a.meta(), ") is not a multiple of block_k ",
               tile.block_k);
 
+  check_input(!warp_specialised(tile) || a.sorted_token_ids.has_value(), kName, "tile",
+              "warps 12 (the warp-specialised tile) needs moe_align's sorted layout, not the naive one");
   expert_gemm::validate_layout(kName, a, num_valid, e, tile.block_m);
 }
 
@@ -223,6 +241,10 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
   LaunchSpec s;
   s.skip = num_valid == 0;
   s.grid = {expert_gemm::grid_blocks(a, num_valid, n, tile), 1, 1};
+  // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
+  // which never runs, does not ask the device).
+  if (warp_specialised(tile))
+    s.grid[0] = std::min(s.grid[0], a.a.is_meta() ? kFallbackSms : device_multiprocessors(kFallbackSms));
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(nvfp4_moe_shared_bytes(tile));
   s.constant("N", n)

@@ -5,6 +5,7 @@
 
 #include "device/expert_gemm.cuh"
 #include "device/gemm.cuh"
+#include "device/gemm_ws.cuh"
 
 // NOTES:
 // - Grid, layouts, padding entries, non-local experts (zeros), A staging and the epilogue are
@@ -50,6 +51,20 @@
 //   lookup is one byte permute (the offset (byte << 8) | 4 l, or | 128 + 4 l) and one load. The
 //   64 KiB hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles:
 //   N % 8 == 0) are copied as zeros (their products are zeros, their columns never stored).
+
+// - The warp-specialised tile (WARPS 12, prefill: more than 64 entries per expert) is
+//   device/gemm_ws.cuh's: a persistent grid walks 128 x 256 tiles, two consumer warpgroups run
+//   fused_moe's bf16/f16 mainloop (wgmma m64n256 on sm_90a, mma.sync elsewhere) and the epilogue
+//   from registers. The producer warpgroup stages A as fused_moe's does (coalesced cp.async, one
+//   arrival per thread on full[s] once its copies land) and makes B: per k-tile each warp copies
+//   the raw codes and scales of its 64 weight rows (32 w .. 32 w + 31 and 128 more) into one of two
+//   raw buffers with cp.async, the next k-tile's going out before this one's wait, then each lane
+//   decodes its two rows through the byte table (decode8, as the staged path) into the stage's B
+//   slot in the 128-byte swizzle wgmma reads (the TMA layout), fences the async proxy and arrives
+//   on full[s] a second time (256 arrivals per phase). Registers: the producer gives back to 56,
+//   the consumers take 224 (128 x 56 + 256 x 224 = 384 x 168, the launch's pool). Shared memory:
+//   the stages, 2 x 9 KiB of raw k-tiles, the pair table and an e4m3 -> T table (1 KiB each).
+//   Decoding rows past N reads zeros (codes and scales): zero weights, columns never stored.
 
 namespace wk::nvfp4 {
 
@@ -195,8 +210,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   constexpr int kNumPidN = (kN + kBN - 1) / kBN;
   constexpr int kRows = kBN / 8;  // weight rows per thread: 8 j + g, j < kRows
   constexpr int kSteps = kK / nv4::kStreamK;
-  constexpr int kPackedRow = kK / 2;  // bytes of one weight row
-  constexpr int kScaleRow = kK / 16;  // scales of one weight row
+  constexpr int kPackedRow = kK / 2;                       // bytes of one weight row
+  constexpr int kScaleRow = kK / 16;                       // scales of one weight row
   constexpr int kBufWarp = 32 * kRows * nv4::kPieceBytes;  // a warp's prefetch buffer
   constexpr int kPartRow = kBN + 8;                        // floats per token row of the partial sums
   // The epilogue's layout: BLOCK_N / 16 warps of 16 x 16 outputs (two n8 tiles each).
@@ -210,10 +225,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
                 "nvfp4_moe: the warps' partial sums fit in the table's shared memory");
 
   extern __shared__ __align__(128) char smem[];
-  const char* s_lut = smem;                                              // [256][256 bytes]: NOTES
-  float* s_part = reinterpret_cast<float*>(smem);                        // after the main loop: [warps][16][kPartRow]
-  char* s_buf = smem + nv4::kLutBytes;                                   // [warps][kBufWarp]
-  int* s_entry = reinterpret_cast<int*>(s_buf + kWarps * kBufWarp);      // [kBM] entry of each row
+  const char* s_lut = smem;                                          // [256][256 bytes]: NOTES
+  float* s_part = reinterpret_cast<float*>(smem);                    // after the main loop: [warps][16][kPartRow]
+  char* s_buf = smem + nv4::kLutBytes;                               // [warps][kBufWarp]
+  int* s_entry = reinterpret_cast<int*>(s_buf + kWarps * kBufWarp);  // [kBM] entry of each row
 
   const long long nv = WARMKEY_INT(S, num_valid);
   const int tid = static_cast<int>(threadIdx.x);
@@ -239,9 +254,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   char* buf = s_buf + warp * kBufWarp;
   const unsigned buf_w = wk::gemm::smem_u32(buf) + 16 * lane;
   const unsigned buf_s = wk::gemm::smem_u32(buf) + kRows * 512 + 4 * lane;
-  const unsigned char* b_row =
-      reinterpret_cast<const unsigned char*>(b) + ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kPackedRow) +
-      16 * t4;
+  const unsigned char* b_row = reinterpret_cast<const unsigned char*>(b) +
+                               ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kPackedRow) + 16 * t4;
   const unsigned char* s_row = reinterpret_cast<const unsigned char*>(b_scale) +
                                ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kScaleRow) + 4 * (t4 >> 1);
   auto prefetch = [&](int step) {
@@ -326,8 +340,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
         unsigned sc[kRows];
 #pragma unroll
         for (int j = 0; j < kRows; ++j) sc[j] = nv4::lut_at(s_lut, sw[j], col_s, h == 0 ? sel_s0 : sel_s1);
-        // Steps outside, tiles inside: independent mma in a row, each accumulator adding its steps
-        // in order.
+          // Steps outside, tiles inside: independent mma in a row, each accumulator adding its steps
+          // in order.
 #pragma unroll
         for (int s = 4 * h; s < 4 * h + 4; ++s) {
           // Elements k0 + 4 s .. k0 + 4 s + 3: packed bytes 2 s and 2 s + 1, activation words 2 s, 2 s + 1.
@@ -335,8 +349,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
           const unsigned sel0 = (2 * s) & 3 ? nv4::kLutSel<2> : nv4::kLutSel<0>;
           const unsigned sel1 = (2 * s) & 3 ? nv4::kLutSel<3> : nv4::kLutSel<1>;
           if constexpr (kWA) {
-            const unsigned blo[2] = {nv4::word_of(alo[s >> 1], (2 * s) & 3), nv4::word_of(alo[s >> 1], (2 * s + 1) & 3)};
-            const unsigned bhi[2] = {nv4::word_of(ahi[s >> 1], (2 * s) & 3), nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
+            const unsigned blo[2] = {nv4::word_of(alo[s >> 1], (2 * s) & 3),
+                                     nv4::word_of(alo[s >> 1], (2 * s + 1) & 3)};
+            const unsigned bhi[2] = {nv4::word_of(ahi[s >> 1], (2 * s) & 3),
+                                     nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
 #pragma unroll
             for (int tm = 0; tm < kRows / 2; ++tm) {
               const unsigned wlo = nv4::word_of(packed[2 * tm], wi), whi = nv4::word_of(packed[2 * tm + 1], wi);
@@ -420,6 +436,273 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   wk::expert::store_entries<Epi, true, kHasBias, kMulWeight>(out, s_entry, c, stride_cm, n0, kN, gs, bias, e,
                                                              stride_bias, topk_weights, true, 0, warp, g, t4);
 }
+// ---- the warp-specialised tile (WARPS 12: 128 x 256; sm_90, wgmma on sm_90a) -------------------
+
+namespace wk::nvfp4 {
+// A k-tile's raw weights per block: 256 rows of 32 packed bytes, then 256 rows of 4 e4m3 scales.
+inline constexpr int kWsCodeBytes = wk::ws::kBN * 32;
+inline constexpr int kWsRawBytes = kWsCodeBytes + wk::ws::kBN * 4;
+}  // namespace wk::nvfp4
+
+// The warp-specialised tile: device/gemm_ws.cuh's persistent 128 x 256 walk and consumers, with
+// the NVFP4 weights decoded by the producer warpgroup (NOTES).
+template <class S>
+__device__ __forceinline__ void nvfp4_moe_ws(
+    const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
+    const typename S::b_global_scale_t* b_global_scale, typename S::c_t* c, const typename S::bias_t* bias,
+    const typename S::topk_weights_t* topk_weights, const typename S::sorted_token_ids_t* sorted_token_ids,
+    const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
+    typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
+    typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias) {
+  namespace ws = wk::ws;
+  namespace sm90 = wk::sm90;
+  namespace nv4 = wk::nvfp4;
+  using T = typename S::a_t;
+  constexpr int kN = static_cast<int>(S::N);
+  constexpr int kK = static_cast<int>(S::K);
+  constexpr int kTopK = static_cast<int>(S::TOP_K);
+  constexpr int kStages = static_cast<int>(S::STAGES);
+  constexpr bool kHasBias = !S::bias_none;
+  constexpr bool kMulWeight = !S::topk_weights_none;
+  constexpr int kElems = ws::kRowBytes / static_cast<int>(sizeof(T));  // 64
+  constexpr int kKTiles = kK / kElems;
+  constexpr int kPackedRow = kK / 2;  // bytes of one weight row
+  constexpr int kScaleRow = kK / 16;  // scales of one weight row
+  constexpr int kNumPidN = (kN + ws::kBN - 1) / ws::kBN;
+  static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
+  static_assert(S::BLOCK_M == ws::kBM && S::BLOCK_N == ws::kBN && S::BLOCK_K == kElems,
+                "nvfp4_moe: the warp-specialised tile is 128 x 256 x 64");
+  static_assert(!S::sorted_token_ids_none, "nvfp4_moe: the warp-specialised tile needs the sorted layout");
+  static_assert(32 * S::WARPS == ws::kThreads, "nvfp4_moe: the warp-specialised tile runs 3 warpgroups");
+  static_assert(kK % kElems == 0, "nvfp4_moe: K is a whole number of k-tiles");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  static_assert(sizeof(T) == 0, "nvfp4_moe: the warp-specialised tile needs sm_90 or newer (mbarrier tx)");
+#endif
+  extern __shared__ __align__(1024) char smem_raw[];
+  // 1024-byte aligned stages (the swizzle is a function of the address bits); the pointers stay in
+  // the shared window (offsets from smem_raw), so the producer's plain loads and stores are LDS/STS.
+  char* smem = smem_raw + ((1024u - (sm90::smem_u32(smem_raw) & 1023u)) & 1023u);
+  char* raw0 = smem + kStages * ws::kStageBytes;  // [2][kWsRawBytes]: the k-tiles of parity 0 and 1
+  unsigned* s_lut = reinterpret_cast<unsigned*>(raw0 + 2 * nv4::kWsRawBytes);  // [256] byte -> pair of T
+  unsigned* s_scale = s_lut + 256;  // [256] e4m3 byte -> T in both halves
+  const unsigned full0 = sm90::smem_u32(s_scale + 256);
+  const unsigned empty0 = full0 + 8 * kStages;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const long long nv = WARMKEY_INT(S, num_valid);
+  const long long em_v = WARMKEY_INT(S, em);
+  const bool a_async = wk::aligned16(a);
+
+  for (int i = tid; i < 256; i += ws::kThreads) {
+    s_lut[i] = nv4::pair_bits<T>(static_cast<unsigned>(i));
+    const unsigned sb = nv4::bits16<T>(nv4::e4m3_to_float(static_cast<unsigned>(i)));
+    s_scale[i] = sb | (sb << 16);
+  }
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      // Two arrivals per producer thread: once its A copies have landed (cp.async noinc, or stores)
+      // and once its decoded B rows are stored.
+      sm90::mbar_init(full0 + 8 * s, 2u * 128u);
+      sm90::mbar_init(empty0 + 8 * s, ws::kConsumerWarps);
+    }
+    sm90::mbar_init_fence();
+  }
+  __syncthreads();
+
+  // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
+  const long long ntpp = static_cast<long long>(__ldg(num_tokens_post_padded));
+  long long m_cap = (em_v + ws::kBM - 1) / ws::kBM;
+  if (m_cap > nv) m_cap = nv;
+  const long long m_dev = (ntpp + ws::kBM - 1) / ws::kBM;
+  const int num_m = static_cast<int>(m_dev < m_cap ? m_dev : m_cap);
+  const int tiles = num_m * kNumPidN;
+  const int group_m = static_cast<int>(S::GROUP_M);
+  const int wg = tid >> 7;
+
+  if (wg == 0) {
+    // ---- producer ----
+    if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<56>();
+    const int lane = tid & 31, warp = tid >> 5;
+    __shared__ long long s_row[2][ws::kBM];
+    const long long row_bytes = static_cast<long long>(stride_am) * static_cast<long long>(sizeof(T));
+    const char* a_bytes = reinterpret_cast<const char*>(a) + (tid & 7) * 16;
+    // The raw copies of k-tile kt into buffer kt & 1: lane l copies half l & 1 of the codes of rows
+    // 32 w + l / 2 + 16 i + 128 h (i, h < 2) and the 4 scales of rows 32 w + l + 128 h, the rows it
+    // decodes; rows past N copy zeros. A warp decodes only what its lanes copied.
+    auto copy_raw = [&](const unsigned char* b_tile, const unsigned char* s_tile, int n0, int kt) {
+      char* raw = raw0 + (kt & 1) * nv4::kWsRawBytes;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = (q >> 1) * 128 + 32 * warp + (lane >> 1) + 16 * (q & 1);
+        const bool ok = n0 + r < kN;
+        wk::gemm::cp_async16(sm90::smem_u32(raw + r * 32 + (lane & 1) * 16),
+                             b_tile + (ok ? r : 0) * static_cast<long long>(kPackedRow) + kt * 32 + (lane & 1) * 16,
+                             ok);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = h * 128 + 32 * warp + lane;
+        const bool ok = n0 + r < kN;
+        nv4::cp_async4(sm90::smem_u32(raw + nv4::kWsCodeBytes + r * 4),
+                       s_tile + (ok ? r : 0) * static_cast<long long>(kScaleRow) + kt * 4, ok);
+      }
+    };
+    unsigned it = 0, tile_no = 0;
+    for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+      int pid_m, pid_n;
+      ws::tile_coords(t, num_m, kNumPidN, group_m, pid_m, pid_n);
+      const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+      if (e < 0 || e >= static_cast<long long>(num_experts)) continue;
+      const int n0 = pid_n * ws::kBN;
+      const unsigned char* b_tile =
+          reinterpret_cast<const unsigned char*>(b) + (e * kN + n0) * static_cast<long long>(kPackedRow);
+      const unsigned char* s_tile =
+          reinterpret_cast<const unsigned char*>(b_scale) + (e * kN + n0) * static_cast<long long>(kScaleRow);
+      // A rows: thread tid copies 16-byte piece tid % 8 of rows tid / 8 + 16 j, j < 8, whose source
+      // rows (-1: none) the 128 producer threads publish per tile in s_row (double-buffered: one
+      // producer barrier per tile orders a buffer's reuse two tiles later).
+      const int buf = static_cast<int>(tile_no++ & 1u);
+      const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
+      const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      s_row[buf][tid] = entry >= 0 && entry < nv ? (entry / kTopK) * row_bytes : -1;
+      sm90::named_bar_sync(1, 128);  // also: every lane is done decoding the previous tile's raw copies
+      copy_raw(b_tile, s_tile, n0, 0);
+      wk::gemm::cp_async_commit();
+      for (int kt = 0; kt < kKTiles; ++kt, ++it) {
+        const int s = static_cast<int>(it % kStages);
+        const unsigned phase = (it / kStages) & 1u;
+        // The next k-tile's raw copies go out first (into the buffer k-tile kt - 1 used: every lane
+        // of the warp is done decoding it).
+        __syncwarp();
+        if (kt + 1 < kKTiles) copy_raw(b_tile, s_tile, n0, kt + 1);
+        wk::gemm::cp_async_commit();
+        sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
+        char* stage = smem + s * ws::kStageBytes;
+        const unsigned full = full0 + 8 * s;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int r = (tid >> 3) + 16 * j;
+          const long long off = s_row[buf][r];
+          if (off < 0) continue;
+          const char* src = a_bytes + off + kt * ws::kRowBytes;
+          if (a_async)
+            wk::gemm::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(r, tid & 7)), src, true);
+          else
+            wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(r, tid & 7), src, true);
+        }
+        if (a_async) {
+          sm90::cp_async_arrive_noinc(full);
+        } else {
+          sm90::fence_proxy_async();
+          sm90::mbar_arrive(full);
+        }
+        // This k-tile's raw copies have landed (every group but the newest, k-tile kt + 1's), then
+        // the lanes' copies are visible across the warp.
+        wk::gemm::cp_async_wait<1>();
+        __syncwarp();
+        const char* raw = raw0 + (kt & 1) * nv4::kWsRawBytes;
+        char* dec = stage + ws::kABytes;  // 256 rows of 128 bytes, swizzled: the layout wgmma reads
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = h * 128 + 32 * warp + lane;
+          const uint4 lo = *reinterpret_cast<const uint4*>(raw + r * 32);
+          const uint4 hi = *reinterpret_cast<const uint4*>(raw + r * 32 + 16);
+          const unsigned scales = *reinterpret_cast<const unsigned*>(raw + nv4::kWsCodeBytes + r * 4);
+          const unsigned codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+          for (int g2 = 0; g2 < 4; ++g2) {  // scale group g2: elements 16 g2 .. 16 g2 + 15, chunks 2 g2, 2 g2 + 1
+            const unsigned scale2 = s_scale[(scales >> (8 * g2)) & 0xffu];
+#pragma unroll
+            for (int ch = 2 * g2; ch < 2 * g2 + 2; ++ch)
+              *reinterpret_cast<uint4*>(dec + wk::gemm::swizzle(r, ch)) = nv4::decode8<T>(codes[ch], scale2, s_lut);
+          }
+        }
+        sm90::fence_proxy_async();  // the decoded rows (generic-proxy stores) before wgmma reads them
+        sm90::mbar_arrive(full);
+      }
+    }
+    wk::gemm::cp_async_wait<0>();
+    return;
+  }
+
+  // ---- consumers (fused_moe_ws's bf16 mainloop) ----
+  if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_inc<224>();
+  const int cwg = wg - 1;  // rows [64 cwg, 64 cwg + 64) of the tile
+  const int warp = (tid >> 5) & 3, lane = tid & 31;
+  const bool c_vec = wk::aligned16(c);
+  using Cons = ws::Consumer<T>;
+  Cons cons;
+  unsigned it = 0;
+  for (int t = static_cast<int>(blockIdx.x); t < tiles; t += static_cast<int>(gridDim.x)) {
+    int pid_m, pid_n;
+    ws::tile_coords(t, num_m, kNumPidN, group_m, pid_m, pid_n);
+    const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+    const bool has_expert = e >= 0 && e < static_cast<long long>(num_experts);
+    const int n0 = pid_n * ws::kBN;
+    int entry[Cons::kRowSlots];
+#pragma unroll
+    for (int q = 0; q < Cons::kRowSlots; ++q) {
+      const int i = Cons::first_in_slot(q);
+      const long long pos = static_cast<long long>(pid_m) * ws::kBM + 64 * cwg + Cons::row_of(i, warp, lane);
+      const long long en = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
+    }
+    cons.zero();
+    if (has_expert) {
+      for (int kt = 0; kt < kKTiles; ++kt, ++it) {
+        const int s = static_cast<int>(it % kStages);
+        const unsigned phase = (it / kStages) & 1u;
+        const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
+        sm90::mbar_wait(full0 + 8 * s, phase);
+        sm90::fence_proxy_async();
+        cons.mma_ktile(stage + cwg * 64 * ws::kRowBytes, stage + ws::kABytes, warp, lane);
+        if constexpr (sm90::kHasWgmma) {
+          // The k-tile before this one has completed: release its stage.
+          sm90::wgmma_wait<1>();
+          if (kt > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+        } else {
+          __syncwarp();
+          if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
+        }
+      }
+      if constexpr (sm90::kHasWgmma) {
+        sm90::wgmma_wait<0>();
+        sm90::fence_regs(cons.acc);
+        if (lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+      }
+    }
+
+    // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs (zeros without an expert).
+    const float gs = has_expert ? __ldg(b_global_scale + e) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < Cons::kPerThread; i += 2) {
+      const int en = entry[Cons::row_slot(i)];
+      const int col = n0 + Cons::col_of(i, warp, lane);
+      if (en < 0 || col >= kN) continue;
+      float v[2] = {cons.acc[i], cons.acc[i + 1]};
+      if (has_expert) {
+        v[0] *= gs, v[1] *= gs;
+        if constexpr (kHasBias) {
+          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
+          v[0] += wk::to_float(bias_row[col]);
+          v[1] += wk::to_float(bias_row[col + 1]);
+        }
+        if constexpr (kMulWeight) {
+          if (topk_weights != nullptr) {
+            const float w = __ldg(topk_weights + en);
+            v[0] *= w, v[1] *= w;
+          }
+        }
+      }
+      typename S::c_t* out = c + static_cast<long long>(en) * stride_cm + col;
+      if (c_vec)
+        wk::store_floats<true, 2>(out, 2, v);
+      else
+        wk::store_floats<false, 2>(out, 2, v);
+    }
+  }
+}
+
 template <class S>
 __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK ? 2 : 1)
     nvfp4_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
@@ -431,7 +714,10 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
                      typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm,
                      typename S::stride_bias_t stride_bias) {
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
-  if constexpr (S::BLOCK_K == wk::nvfp4::kStreamK) {
+  if constexpr (S::WARPS == 12) {
+    nvfp4_moe_ws<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
+                    num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias);
+  } else if constexpr (S::BLOCK_K == wk::nvfp4::kStreamK) {
     nvfp4_moe_stream<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
                         num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias);
   } else {

@@ -75,7 +75,9 @@ std::vector<equivalence::Nvfp4MoeCase> all_cases() {
        {FusedMoeTile{32, 128, 64, 2, 8, 3}, FusedMoeTile{64, 64, 64, 1, 8, 6}, FusedMoeTile{128, 64, 64, 4, 4, 2},
         FusedMoeTile{16, 128, 64, 1, 4, 8}, FusedMoeTile{128, 128, 64, 3, 8, 8},
         // the streaming path: both BLOCK_N and warp counts, GROUP_M rasterisation
-        FusedMoeTile{16, 64, 128, 2, 8, 1}, FusedMoeTile{16, 32, 128, 1, 4, 1}, FusedMoeTile{16, 64, 128, 1, 4, 1}}) {
+        FusedMoeTile{16, 64, 128, 2, 8, 1}, FusedMoeTile{16, 32, 128, 1, 4, 1}, FusedMoeTile{16, 64, 128, 1, 4, 1},
+        // the warp-specialised tile: the deepest and the shallowest ring, GROUP_M 1 and 3
+        FusedMoeTile{128, 256, 64, 1, 12, 4}, FusedMoeTile{128, 256, 64, 3, 12, 2}}) {
     equivalence::Nvfp4MoeCase p;
     p.num_tokens = 150;
     p.tile = t;
@@ -95,6 +97,22 @@ std::vector<equivalence::Nvfp4MoeCase> all_cases() {
     p.a_aligned = p.c_aligned = false;
     p.skewed = true;
     p.tile = FusedMoeTile{16, 64, 128, 1, 8, 1};
+    add(p);
+  }
+  // The warp-specialised tile with partial n-blocks (N = 200 and 520: rows past N decode as zeros),
+  // a bias, misaligned A and C (A through registers), experts without weights and skewed routing,
+  // K = 64 (one k-tile: every raw copy is the tile's first) and 640 (an odd count of k-tiles).
+  for (const auto& [dtype, out] : dtypes) {
+    equivalence::Nvfp4MoeCase p;
+    p.num_tokens = 300;
+    p.n = dtype == DType::f16 ? 200 : 520;
+    p.k = dtype == DType::bf16 && out == DType::f32 ? 64 : 640;
+    p.dtype = dtype, p.out_dtype = out;
+    p.bias_dtype = out;
+    p.a_aligned = p.c_aligned = dtype != DType::f16;
+    p.nonlocal_every = 3;
+    p.skewed = true;
+    p.tile = FusedMoeTile{128, 256, 64, 8, 12, 3};
     add(p);
   }
   // The dsv4-flash-nvfp4 GEMMs as serving launches them (decode, the naive layout, each tile's
