@@ -86,6 +86,32 @@ class WarmupDecodeTileIgnoresK : public Base {
   }
 };
 
+// #3: warmup_inputs builds the warp-specialised (prefill) tile with another stage count than the
+// key's (dispatch keys 4; warmup compiles a 3-stage ring that serving never asks for).
+class WarmupWsStagesDiffer : public Base {
+ public:
+  using Base::Base;
+  Args warmup_inputs(const CompileKey& k) const override {
+    Args a = real().warmup_inputs(k);
+    if (a.tile && a.tile->warps == 12) a.tile->stages = 3;
+    return a;
+  }
+};
+
+// #11: warmup_keys drops the warp-specialised tile, as a warmup written before nvfp4's Hopper
+// path would (prefill batches then reach keys no warmup compiled).
+class WarmupMissesWarpSpecialisedTile : public Base {
+ public:
+  using Base::Base;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) {
+      if (k.get_int("warps") != 12) keys.push_back(k);
+    }
+    return keys;
+  }
+};
+
 // #8 / #5: the output dtype missing from the key; warmup then builds bf16 outputs for every key,
 // so an f16 (or f32) model's binaries are never compiled.
 class KeyWithoutOutDtype : public Base {
@@ -185,6 +211,22 @@ std::vector<Mutant> nvfp4_moe_mutants() {
        config,
        false,
        make_mutant<WarmupDecodeTileIgnoresK>()},
+      {"nvfp4_moe.warmup_ws_stages_differ",
+       k,
+       3,
+       "warmup_inputs builds the warp-specialised prefill tile with 3 stages while dispatch keys 4",
+       {"P1", "P2"},
+       config,
+       false,
+       make_mutant<WarmupWsStagesDiffer>()},
+      {"nvfp4_moe.warmup_misses_warp_specialised_tile",
+       k,
+       11,
+       "warmup_keys drops the warp-specialised 128x256 prefill tile (warps 12)",
+       {"P4", "P2"},
+       config,
+       false,
+       make_mutant<WarmupMissesWarpSpecialisedTile>()},
       {"nvfp4_moe.key_without_out_dtype",
        k,
        8,

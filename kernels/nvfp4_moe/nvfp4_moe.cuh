@@ -484,7 +484,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
   char* smem = smem_raw + ((1024u - (sm90::smem_u32(smem_raw) & 1023u)) & 1023u);
   char* raw0 = smem + kStages * ws::kStageBytes;  // [2][kWsRawBytes]: the k-tiles of parity 0 and 1
   unsigned* s_lut = reinterpret_cast<unsigned*>(raw0 + 2 * nv4::kWsRawBytes);  // [256] byte -> pair of T
-  unsigned* s_scale = s_lut + 256;  // [256] e4m3 byte -> T in both halves
+  unsigned* s_scale = s_lut + 256;                                             // [256] e4m3 byte -> T in both halves
   const unsigned full0 = sm90::smem_u32(s_scale + 256);
   const unsigned empty0 = full0 + 8 * kStages;
 

@@ -282,6 +282,24 @@ TEST(Nvfp4MoeTile, decodeStreamsExactlyWhenKIsAMultipleOf128) {
   EXPECT_NE(nvfp4_moe_tile_problem({16, 64, 96, 1, 8, 1}).find("block_k 96"), std::string::npos);
 }
 
+// Prefill batches (more than 64 entries per expert) take the warp-specialised tile: 128 x 256 x 64,
+// 12 warps, the sorted layout. Its shared memory (stages, two raw k-tiles, two tables, barriers)
+// fits the opt-in limit at 4 stages with the 2 KiB of static row offsets; 5 stages do not.
+TEST(Nvfp4MoeTile, prefillTakesTheWarpSpecialisedTile) {
+  for (std::int64_t k : {2048, 4096})
+    EXPECT_EQ(nvfp4_moe_tile(64 * 256 + 1, 256, k), (FusedMoeTile{128, 256, 64, 8, 12, 4})) << k;
+  EXPECT_EQ(nvfp4_moe_tile(64 * 256, 256, 4096).warps, 4);
+  const FusedMoeTile ws{128, 256, 64, 8, 12, 4};
+  EXPECT_EQ(nvfp4_moe_tile_problem(ws), "");
+  EXPECT_EQ(nvfp4_moe_shared_bytes(ws), 1024 + 4 * 384 * 128 + 2 * 256 * 36 + 2 * 1024 + 4 * 16);
+  EXPECT_LE(nvfp4_moe_shared_bytes(ws) + 2 * 128 * 8, 227 * 1024);
+  EXPECT_EQ(nvfp4_moe_tile_problem({128, 256, 64, 8, 12, 2}), "");
+  EXPECT_NE(nvfp4_moe_tile_problem({128, 256, 64, 8, 12, 5}).find("stages 5 need"), std::string::npos);
+  EXPECT_NE(nvfp4_moe_tile_problem({128, 128, 64, 8, 12, 3}).find("needs block 128x256"), std::string::npos);
+  EXPECT_NE(nvfp4_moe_tile_problem({64, 256, 64, 8, 8, 3}).find("block_n 256 is the warp-specialised"),
+            std::string::npos);
+}
+
 // The key the engine's Args of a dsv4-flash-nvfp4 batch of t tokens dispatch to (W13 or W2).
 CompileKey serving_key(std::int64_t t, bool w2) {
   const ModelConfig config = load_config("dsv4-flash-nvfp4");
@@ -437,6 +455,14 @@ TEST(Nvfp4MoeValidation, errorsNameKernelFieldAndValue) {
        "expert_ids", "holds 9"},
       {"tile block_k", [](auto& a) { a.tile = FusedMoeTile{16, 64, 128, 1, 4, 4}; }, "tile", "block_k 128"},
       {"tile group_m", [](auto& a) { a.tile = FusedMoeTile{16, 64, 64, 0, 4, 4}; }, "tile", "group_m 0"},
+      {"warp-specialised tile, naive layout",
+       [](auto& a) {
+         a.tile = FusedMoeTile{128, 256, 64, 8, 12, 4};
+         a.sorted_token_ids.reset();
+         a.num_tokens_post_padded.reset();
+         a.expert_ids = Tensor::meta(DType::i32, {10});
+       },
+       "tile", "needs moe_align's sorted layout"},
   };
   for (const auto& [name, spoil, field, value] : cases) {
     SCOPED_TRACE(name);
