@@ -70,6 +70,33 @@ __device__ __forceinline__ void tile_coords(int t, int num_m, int num_pid_n, int
   pid_n = (t % per_group) / group_size;
 }
 
+// The producer's A copies of one k-tile into `stage` (coalesced, ws::kACoalesced): thread tid
+// copies 16-byte piece tid % 8 of tile rows tid / 8 + 16 j, j < 8, from byte offset rows[r] of A
+// (-1: no source row, nothing copied), by cp.async (a_async) or through registers, then arrives on
+// `full` once they have landed (cp.async.mbarrier.arrive.noinc: counted in the barrier's expected
+// arrivals) or after its stores and an async-proxy fence.
+template <class T>
+__device__ __forceinline__ void copy_a_ktile(char* stage, const long long* rows, const char* a_piece, int kt,
+                                             bool a_async, unsigned full, int tid) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int r = (tid >> 3) + 16 * j;
+    const long long off = rows[r];
+    if (off < 0) continue;
+    const char* src = a_piece + off + kt * kRowBytes;
+    if (a_async)
+      wk::gemm::cp_async16(wk::sm90::smem_u32(stage + wk::gemm::swizzle(r, tid & 7)), src, true);
+    else
+      wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(r, tid & 7), src, true);
+  }
+  if (a_async) {
+    wk::sm90::cp_async_arrive_noinc(full);
+  } else {
+    wk::sm90::fence_proxy_async();
+    wk::sm90::mbar_arrive(full);
+  }
+}
+
 // One consumer warpgroup's accumulators: 64 rows x 256 columns in fp32, 128 per thread. On sm_90a
 // in wgmma's layout (acc[h][i]: row 16 w + l / 4 + 8 ((i / 2) % 2), column 128 h + 8 (i / 4) +
 // 2 (l % 4) + i % 2), else in device/gemm.cuh Tile<T, 64, 256, 4>'s layout (2 x 2 warps of 32 x 128).
@@ -181,6 +208,37 @@ struct Consumer {
       const float cs = col_scale[warp % Mma::kWarpsN];
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) acc[i] = fmaf(part[i], row_scale[row_slot(i)] * cs, acc[i]);
+    }
+  }
+
+  // The bf16/f16 mainloop of one tile: acc += the k_tiles k-tiles the ring holds next (stage it %
+  // STAGES, phase (it / STAGES) & 1; `it` advances by k_tiles). Each stage is released (one arrival
+  // per warp on empty[s]) once the next k-tile's wgmma is issued and this one's has completed, or at
+  // once after mma.sync; the last after the final wait.
+  template <int kStages>
+  __device__ __forceinline__ void mainloop(const char* smem, unsigned full0, unsigned empty0, unsigned& it, int k_tiles,
+                                           int cwg, int warp, int lane) {
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      const int s = static_cast<int>(it % kStages);
+      const unsigned phase = (it / kStages) & 1u;
+      const unsigned stage = wk::sm90::smem_u32(smem + s * kStageBytes);
+      const unsigned a_addr = stage + cwg * 64 * kRowBytes, b_addr = stage + kABytes;
+      wk::sm90::mbar_wait(full0 + 8 * s, phase);
+      wk::sm90::fence_proxy_async();  // A (and a decoded B) came through the generic proxy; wgmma reads async
+      mma_ktile(a_addr, b_addr, warp, lane);
+      if constexpr (wk::sm90::kHasWgmma) {
+        // The k-tile before this one has completed: release its stage.
+        wk::sm90::wgmma_wait<1>();
+        if (kt > 0 && lane == 0) wk::sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+      } else {
+        __syncwarp();
+        if (lane == 0) wk::sm90::mbar_arrive(empty0 + 8 * s);
+      }
+    }
+    if constexpr (wk::sm90::kHasWgmma) {
+      wk::sm90::wgmma_wait<0>();
+      wk::sm90::fence_regs(acc);
+      if (k_tiles > 0 && lane == 0) wk::sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
     }
   }
 };

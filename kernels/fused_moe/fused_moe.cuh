@@ -129,23 +129,7 @@ __device__ __forceinline__ void fused_moe_ws(
             sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
             sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
           }
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int r = (tid >> 3) + 16 * j;
-            const long long off = s_row[buf][r];
-            if (off < 0) continue;
-            const char* src = a_bytes + off + kt * ws::kRowBytes;
-            if (a_async)
-              wk::gemm::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(r, tid & 7)), src, true);
-            else
-              wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(r, tid & 7), src, true);
-          }
-          if (a_async) {
-            sm90::cp_async_arrive_noinc(full);
-          } else {
-            sm90::fence_proxy_async();
-            sm90::mbar_arrive(full);
-          }
+          ws::copy_a_ktile<T>(stage, s_row[buf], a_bytes, kt, a_async, full, tid);
         }
         continue;
       }
@@ -221,12 +205,12 @@ __device__ __forceinline__ void fused_moe_ws(
 #pragma unroll
         for (int q = 0; q < Cons::kRowSlots; ++q) a_scale_row[q] = entry[q] >= 0 ? (entry[q] / top_k) * scale_cols : -1;
       }
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const int s = static_cast<int>(it % kStages);
-        const unsigned phase = (it / kStages) & 1u;
-        const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
-        const unsigned a_addr = stage + cwg * 64 * ws::kRowBytes, b_addr = stage + ws::kABytes;
-        if constexpr (kFp8) {
+      if constexpr (kFp8) {
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = static_cast<int>(it % kStages);
+          const unsigned phase = (it / kStages) & 1u;
+          const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
+          const unsigned a_addr = stage + cwg * 64 * ws::kRowBytes, b_addr = stage + ws::kABytes;
           float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cs[2];
 #pragma unroll
           for (int q = 0; q < Cons::kRowSlots; ++q)
@@ -238,24 +222,9 @@ __device__ __forceinline__ void fused_moe_ws(
           cons.mma_ktile_scaled(a_addr, b_addr, rs, cs, warp, lane);
           __syncwarp();
           if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
-        } else {
-          sm90::mbar_wait(full0 + 8 * s, phase);
-          sm90::fence_proxy_async();
-          cons.mma_ktile(a_addr, b_addr, warp, lane);
-          if constexpr (sm90::kHasWgmma) {
-            // The k-tile before this one has completed: release its stage.
-            sm90::wgmma_wait<1>();
-            if (kt > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
-          } else {
-            __syncwarp();
-            if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
-          }
         }
-      }
-      if constexpr (!kFp8 && sm90::kHasWgmma) {
-        sm90::wgmma_wait<0>();
-        sm90::fence_regs(cons.acc);
-        if (k_tiles > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
+      } else {
+        cons.template mainloop<kStages>(smem, full0, empty0, it, k_tiles, cwg, warp, lane);
       }
     }
 

@@ -579,23 +579,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
         sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
         char* stage = smem + s * ws::kStageBytes;
         const unsigned full = full0 + 8 * s;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int r = (tid >> 3) + 16 * j;
-          const long long off = s_row[buf][r];
-          if (off < 0) continue;
-          const char* src = a_bytes + off + kt * ws::kRowBytes;
-          if (a_async)
-            wk::gemm::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(r, tid & 7)), src, true);
-          else
-            wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(r, tid & 7), src, true);
-        }
-        if (a_async) {
-          sm90::cp_async_arrive_noinc(full);
-        } else {
-          sm90::fence_proxy_async();
-          sm90::mbar_arrive(full);
-        }
+        ws::copy_a_ktile<T>(stage, s_row[buf], a_bytes, kt, a_async, full, tid);
         // This k-tile's raw copies have landed (every group but the newest, k-tile kt + 1's), then
         // the lanes' copies are visible across the warp.
         wk::gemm::cp_async_wait<1>();
@@ -625,7 +609,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
     return;
   }
 
-  // ---- consumers (fused_moe_ws's bf16 mainloop) ----
+  // ---- consumers (device/gemm_ws.cuh's bf16/f16 mainloop, as fused_moe's) ----
   if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_inc<224>();
   const int cwg = wg - 1;  // rows [64 cwg, 64 cwg + 64) of the tile
   const int warp = (tid >> 5) & 3, lane = tid & 31;
@@ -648,29 +632,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
       entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
     }
     cons.zero();
-    if (has_expert) {
-      for (int kt = 0; kt < kKTiles; ++kt, ++it) {
-        const int s = static_cast<int>(it % kStages);
-        const unsigned phase = (it / kStages) & 1u;
-        const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
-        sm90::mbar_wait(full0 + 8 * s, phase);
-        sm90::fence_proxy_async();
-        cons.mma_ktile(stage + cwg * 64 * ws::kRowBytes, stage + ws::kABytes, warp, lane);
-        if constexpr (sm90::kHasWgmma) {
-          // The k-tile before this one has completed: release its stage.
-          sm90::wgmma_wait<1>();
-          if (kt > 0 && lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
-        } else {
-          __syncwarp();
-          if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
-        }
-      }
-      if constexpr (sm90::kHasWgmma) {
-        sm90::wgmma_wait<0>();
-        sm90::fence_regs(cons.acc);
-        if (lane == 0) sm90::mbar_arrive(empty0 + 8 * static_cast<int>((it - 1) % kStages));
-      }
-    }
+    if (has_expert) cons.template mainloop<kStages>(smem, full0, empty0, it, kKTiles, cwg, warp, lane);
 
     // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs (zeros without an expert).
     const float gs = has_expert ? __ldg(b_global_scale + e) : 0.0f;
