@@ -23,8 +23,16 @@ constexpr std::int64_t kScaleGroup = 128;
 constexpr std::initializer_list<DType> kOperandDTypes = {DType::bf16, DType::f16, DType::f32, DType::f8e4m3};
 constexpr std::initializer_list<DType> kOutDTypes = {DType::bf16, DType::f16, DType::f32};
 
+// The warp-specialised tile (batched_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups, B by
+// TMA, one tile per block.
+constexpr std::int64_t kWsWarps = 12, kWsBlockM = 128, kWsBlockN = 256;
+bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::int64_t shared_bytes(const FusedMoeTile& t) { return t.stages * (t.block_m + t.block_n) * kRowBytes; }
+std::int64_t shared_bytes(const FusedMoeTile& t) {
+  if (warp_specialised(t)) return 1024 + t.stages * (t.block_m + t.block_n) * kRowBytes + t.stages * 16;  // gemm_ws.cuh
+  return t.stages * (t.block_m + t.block_n) * kRowBytes;
+}
 
 // Strides of a [E, rows, cols] operand: dense along the last dim, the others multiples of 16
 // bytes, non-overlapping rows, within i32.
@@ -46,7 +54,8 @@ FusedMoeTile batched_moe_tile(std::int64_t max_tokens, DType dtype) {
   if (max_tokens <= kBatchedMoeMaxTokensBoundaries[0]) return {16, 64, bk, 1, 4, 5};
   if (max_tokens <= kBatchedMoeMaxTokensBoundaries[1]) return {32, 64, bk, 1, 4, 4};
   if (max_tokens <= kBatchedMoeMaxTokensBoundaries[2]) return {64, fp8 ? 64 : 128, bk, 1, 4, 4};
-  return {128, fp8 ? 64 : 128, bk, 1, 8, 4};
+  if (dtype == DType::f32) return {128, 128, bk, 1, 8, 4};
+  return {kWsBlockM, kWsBlockN, bk, 1, kWsWarps, 4};  // warp-specialised: TMA + wgmma on sm_90a
 }
 
 const KernelDef& BatchedMoe::kernel_def() {
@@ -63,7 +72,7 @@ const KernelDef& BatchedMoe::kernel_def() {
       {in("a", kNoAlign), in("b"), out("c", kNoAlign), in("expert_num_tokens", kNoSpec), in("a_scale", kNoSpec),
        in("b_scale", kNoSpec), integer("max_tokens", kNoAlign), integer("stride_ae", kNoSpec),
        integer("stride_am", kNoSpec), integer("stride_be", kNoSpec), integer("stride_bn", kNoSpec),
-       integer("stride_ce", kNoSpec), integer("stride_cm", kNoSpec)},
+       integer("stride_ce", kNoSpec), integer("stride_cm", kNoSpec), param::tensor_map("b_map")},
       &kernel_sources()};
   return def;
 }
@@ -155,8 +164,8 @@ void BatchedMoe::validate(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   if (const std::string p = fused_moe_tile_problem(tile, dtype); !p.empty()) fail_input(kName, "tile", p);
   check_input(tile.group_m == 1, kName, "tile", "group_m ", tile.group_m, " must be 1 (the grid is per expert)");
-  check_input(fp8 ? 128 % tile.block_n == 0 : true, kName, "tile", "block_n ", tile.block_n,
-              " must divide 128 with fp8 block scales");
+  check_input(!fp8 || 128 % tile.block_n == 0 || warp_specialised(tile), kName, "tile", "block_n ", tile.block_n,
+              " must divide 128 with fp8 block scales (the warp-specialised tile excepted: two scale groups per 256)");
 }
 
 CompileKey BatchedMoe::dispatch(const Args& a) const {
@@ -212,6 +221,18 @@ LaunchSpec BatchedMoe::launch_spec(const Args& a) const {
       static_cast<unsigned>(e), 1};
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
+  std::optional<TensorMapDesc> b_map;
+  if (warp_specialised(tile)) {
+    // B of expert e as a 3-D box of 256 rows of one 128-byte k-tile, 128-byte swizzle (gemm_ws.cuh).
+    const std::int64_t es = dtype_size(a.b.dtype()), elems = kRowBytes / es;
+    auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    b_map = TensorMapDesc{&a.b,
+                          3,
+                          {u64(k), u64(n), u64(e)},
+                          {u64(a.b.stride(1) * es), u64(a.b.stride(0) * es)},
+                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN), 1},
+                          128};
+  }
   s.constant("N", n)
       .constant("K", k)
       .constant("BLOCK_M", tile.block_m)
@@ -231,7 +252,8 @@ LaunchSpec BatchedMoe::launch_spec(const Args& a) const {
       .integer("stride_be", a.b.stride(0))
       .integer("stride_bn", a.b.stride(1))
       .integer("stride_ce", a.c.stride(0))
-      .integer("stride_cm", a.c.stride(1));
+      .integer("stride_cm", a.c.stride(1))
+      .tensor_map("b_map", b_map);
   return s;
 }
 

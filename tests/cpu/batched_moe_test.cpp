@@ -92,6 +92,11 @@ TEST(BatchedMoeTile, changesExactlyAtTheDeclaredBoundaries) {
     EXPECT_EQ(batched_moe_tile(1, d).block_k * dtype_size(d), 128);
     EXPECT_EQ(fused_moe_tile_problem(batched_moe_tile(100000, d), d), "");
   }
+  // Above 64 rows: the warp-specialised 128 x 256 tile for bf16, f16 and fp8 (its fp8 consumers
+  // take two B scale groups per 256 columns); f32 keeps the mma.sync 128 x 128 tile.
+  for (DType d : {DType::bf16, DType::f16, DType::f8e4m3})
+    EXPECT_EQ(batched_moe_tile(65, d), (FusedMoeTile{128, 256, 128 / dtype_size(d), 1, 12, 4})) << d;
+  EXPECT_EQ(batched_moe_tile(65, DType::f32), (FusedMoeTile{128, 128, 32, 1, 8, 4}));
 }
 
 BatchedMoeArgs valid_args() {
@@ -167,6 +172,11 @@ TEST(BatchedMoeValidation, errorsNameKernelFieldAndValue) {
   fp8.a = Tensor::meta(DType::f8e4m3, {4, 10, 256});
   fp8.b = Tensor::meta(DType::f8e4m3, {4, 64, 256});
   test::expect_rejected(kKernel, fp8, "a_scale", "missing");
+  fp8.a_scale = Tensor::meta(DType::f32, {4, 10, 2});
+  fp8.b_scale = Tensor::meta(DType::f32, {4, 1, 2});
+  EXPECT_NO_THROW(kKernel.validate(fp8));
+  fp8.tile = FusedMoeTile{128, 256, 128, 1, 12, 4};  // two scale groups per block: the warp-specialised tile
+  EXPECT_NO_THROW(kKernel.validate(fp8));
 }
 
 TEST(BatchedMoeKey, holdsDtypesCapacityClassShapeAndTile) {

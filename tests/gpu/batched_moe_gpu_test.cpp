@@ -1,7 +1,8 @@
 // batched_moe on the GPU against the Eigen reference, hand-picked beside the generic oracle sweep:
 // every operand dtype and quant mode, every tile of the heuristic (max_tokens on both sides of
-// each boundary), W13- and W2-like shapes, partial n-blocks, counts from 0 to the capacity (rows
-// past a count must keep their values), aligned and misaligned a and c.
+// each boundary; above 64 the warp-specialised tile but for f32), W13- and W2-like shapes, partial
+// n-blocks, counts from 0 to the capacity (rows past a count must keep their values), aligned and
+// misaligned a and c, and k-tile counts past the warp-specialised ring's 4 stages.
 #include <gtest/gtest.h>
 
 #include "equivalence/oracles/batched_moe.h"
@@ -33,17 +34,17 @@ std::vector<equivalence::BatchedMoeCase> all_cases() {
                                {DType::f32, DType::f32, std::nullopt},     {DType::bf16, DType::f32, std::nullopt},
                                {DType::f8e4m3, DType::bf16, DType::ue8m0}, {DType::f8e4m3, DType::bf16, DType::f32}};
   for (const Operands& o : operands) {
-    for (std::int64_t mt : {1, 16, 17, 32, 33, 64, 65, 200}) {
+    for (std::int64_t mt : {1, 16, 17, 32, 33, 64, 65, 129, 200, 300}) {
       equivalence::BatchedMoeCase p;
       p.num_experts = 5;
       p.max_tokens = mt;
       p.n = mt % 2 ? 264 : 512;  // 264: a partial n-block
-      p.k = o.dtype == DType::f8e4m3 ? 384 : 256;
+      p.k = mt == 300 ? 1024 : o.dtype == DType::f8e4m3 ? 384 : 256;
       p.dtype = o.dtype;
       p.out_dtype = o.out;
       p.scale_dtype = o.scales;
-      p.a_aligned = mt != 17;
-      p.c_aligned = mt != 33;
+      p.a_aligned = mt != 17 && mt != 129;
+      p.c_aligned = mt != 33 && mt != 129;
       p.full = mt == 64;
       add(p);
     }
