@@ -51,7 +51,6 @@
 //   lookup is one byte permute (the offset (byte << 8) | 4 l, or | 128 + 4 l) and one load. The
 //   64 KiB hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles:
 //   N % 8 == 0) are copied as zeros (their products are zeros, their columns never stored).
-
 // - The warp-specialised tile (WARPS 12, prefill: more than 64 entries per expert) is
 //   device/gemm_ws.cuh's: a persistent grid walks 128 x 256 tiles, two consumer warpgroups run
 //   fused_moe's bf16/f16 mainloop (wgmma m64n256 on sm_90a, mma.sync elsewhere) and the epilogue
