@@ -384,7 +384,9 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       }
     }
   };
-  if constexpr (kWA) {
+  if constexpr (kWA && kNaive) {
+    run(false);  // one entry per block (row 0): rows 8..15 are always padding, one loop to compile
+  } else if constexpr (kWA) {
     if (has_hi)
       run(true);
     else
