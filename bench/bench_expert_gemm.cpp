@@ -2,10 +2,13 @@
 // fused_moe (sorted layout) and batched_moe (batched layout: [E, capacity, K] with per-expert
 // counts, the capacity the busiest expert's count) against cuBLAS on the same tokens-per-expert distribution, W13 and
 // W2, bf16 and fp8 w8a8; prefill in TFLOPS and the ratio to cuBLAS, decode in weight-streaming GB/s against a
-// device-to-device copy measured in the same program. nvfp4_moe (NVFP4 weights expanded to bf16 in
-// shared memory) on the same routing, next to cuBLAS bf16 on the same grouping. The shared expert's
+// device-to-device copy measured in the same program. nvfp4_moe (NVFP4 weights decoded to bf16 on
+// the chip) on the same routing, next to cuBLAS bf16 on the same grouping. The shared expert's
 // two dense GEMMs (BM_shared_expert): fused_moe as one expert against the layer's cuBLAS call and
-// cuBLASLt, outputs checked against each other.
+// cuBLASLt, outputs checked against each other. A `variant` argument runs another tile on the same
+// batch in the same run (an A/B): BM_nvfp4_moe's decode (1 the staged tile, 2-4 other streaming
+// tiles) and prefill (1 the staged 128 x 128 tile the warp-specialised one replaced), BM_batched_moe's
+// prefill (1 the mma.sync tile the warp-specialised one replaced).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
