@@ -189,13 +189,7 @@ __device__ __forceinline__ void batched_moe_ws(const typename S::a_t* a, typenam
   const int valid_rows = count - m0 < ws::kBM ? static_cast<int>(count - m0) : ws::kBM;
   const int tid = static_cast<int>(threadIdx.x);
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(full0 + 8 * s, 1u + 128u);  // B's expect_tx + one per producer thread
-      sm90::mbar_init(empty0 + 8 * s, ws::kConsumerWarps);
-    }
-    sm90::mbar_init_fence();
-  }
+  if (tid == 0) ws::init_ring<kStages>(full0, empty0, 1u + 128u);  // B's expect_tx + one per producer thread
   __syncthreads();
   const int wg = tid >> 7;
 

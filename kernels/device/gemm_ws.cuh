@@ -70,6 +70,17 @@ __device__ __forceinline__ void tile_coords(int t, int num_m, int num_pid_n, int
   pid_n = (t % per_group) / group_size;
 }
 
+// The ring's barriers, by thread 0: full[s] expects `full_arrivals` arrivals (and the transaction
+// bytes of TMA copies), empty[s] one per consumer warp; made visible to the async proxy.
+template <int kStages>
+__device__ __forceinline__ void init_ring(unsigned full0, unsigned empty0, unsigned full_arrivals) {
+  for (int s = 0; s < kStages; ++s) {
+    wk::sm90::mbar_init(full0 + 8 * s, full_arrivals);
+    wk::sm90::mbar_init(empty0 + 8 * s, kConsumerWarps);
+  }
+  wk::sm90::mbar_init_fence();
+}
+
 // The producer's A copies of one k-tile into `stage` (coalesced, ws::kACoalesced): thread tid
 // copies 16-byte piece tid % 8 of tile rows tid / 8 + 16 j, j < 8, from byte offset rows[r] of A
 // (-1: no source row, nothing copied), by cp.async (a_async) or through registers, then arrives on
@@ -208,6 +219,55 @@ struct Consumer {
       const float cs = col_scale[warp % Mma::kWarpsN];
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) acc[i] = fmaf(part[i], row_scale[row_slot(i)] * cs, acc[i]);
+    }
+  }
+
+  // The sorted layout's entries of this thread's accumulator rows in m-block pid_m (kRowSlots of
+  // them: slot q is row_of(i) for the i with row_slot(i) == q), -1 for padding.
+  template <class Ids>
+  static __device__ __forceinline__ void sorted_entries(int (&entry)[kRowSlots], const Ids* sorted_token_ids, int pid_m,
+                                                        long long em_v, long long nv, int cwg, int warp, int lane) {
+#pragma unroll
+    for (int q = 0; q < kRowSlots; ++q) {
+      const int i = first_in_slot(q);
+      const long long pos = static_cast<long long>(pid_m) * kBM + 64 * cwg + row_of(i, warp, lane);
+      const long long en = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
+    }
+  }
+
+  // The sorted layout's epilogue of one tile: ((acc * gs) + bias[e, col]) * w[entry] (the global
+  // scale and the bias where the kernel has them, w where mul_weight), rounded once and stored by
+  // column pairs; without an expert, zeros. Rows without an entry and columns past n_cols are not
+  // stored.
+  template <bool kGlobalScale, bool kHasBias, class Out, class StrideC, class Bias, class StrideBias, class Weight>
+  __device__ __forceinline__ void store_sorted(const int (&entry)[kRowSlots], Out* c, StrideC stride_cm, int n0,
+                                               int n_cols, bool has_expert, float gs, const Bias* bias, long long e,
+                                               StrideBias stride_bias, const Weight* topk_weights, bool mul_weight,
+                                               bool c_vec, int warp, int lane) const {
+#pragma unroll
+    for (int i = 0; i < kPerThread; i += 2) {
+      const int en = entry[row_slot(i)];
+      const int col = n0 + col_of(i, warp, lane);
+      if (en < 0 || col >= n_cols) continue;
+      float v[2] = {acc[i], acc[i + 1]};
+      if (has_expert) {
+        if constexpr (kGlobalScale) v[0] *= gs, v[1] *= gs;
+        if constexpr (kHasBias) {
+          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
+          v[0] += wk::to_float(bias_row[col]);
+          v[1] += wk::to_float(bias_row[col + 1]);
+        }
+        if (mul_weight) {
+          const float w = __ldg(topk_weights + en);
+          v[0] *= w, v[1] *= w;
+        }
+      }
+      Out* out = c + static_cast<long long>(en) * stride_cm + col;
+      if (c_vec)
+        wk::store_floats<true, 2>(out, 2, v);
+      else
+        wk::store_floats<false, 2>(out, 2, v);
     }
   }
 

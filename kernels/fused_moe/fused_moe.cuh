@@ -46,7 +46,6 @@ __device__ __forceinline__ void fused_moe_ws(
   namespace ws = wk::ws;
   namespace sm90 = wk::sm90;
   using T = typename S::a_t;
-  using out_t = typename S::c_t;
   constexpr int kStages = static_cast<int>(S::STAGES);
   constexpr bool kFp8 = sizeof(T) == 1;
   constexpr bool kHasBias = !S::bias_none;
@@ -77,13 +76,7 @@ __device__ __forceinline__ void fused_moe_ws(
   // box per row was measured 2x slower than this: docs/PERFORMANCE.md).
   const bool a_async = wk::aligned16(a);
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      sm90::mbar_init(full0 + 8 * s, 1u + 128u);  // B's expect_tx + one per producer thread
-      sm90::mbar_init(empty0 + 8 * s, ws::kConsumerWarps);
-    }
-    sm90::mbar_init_fence();
-  }
+  if (tid == 0) ws::init_ring<kStages>(full0, empty0, 1u + 128u);  // B's expect_tx + one per producer thread
   __syncthreads();
 
   // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
@@ -186,16 +179,8 @@ __device__ __forceinline__ void fused_moe_ws(
     const long long e = wk::to_index(__ldg(expert_ids + pid_m));
     const bool has_expert = e >= 0 && e < static_cast<long long>(num_experts);
     const int n0 = pid_n * ws::kBN;
-    // The entries of this thread's rows (Cons::kRowSlots of them: slot q is row_of(i) for the i with
-    // row_slot(i) == q), -1 for padding.
-    int entry[Cons::kRowSlots];
-#pragma unroll
-    for (int q = 0; q < Cons::kRowSlots; ++q) {
-      const int i = Cons::first_in_slot(q);
-      const long long pos = static_cast<long long>(pid_m) * ws::kBM + 64 * cwg + Cons::row_of(i, warp, lane);
-      const long long en = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-      entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
-    }
+    int entry[Cons::kRowSlots];  // -1: padding
+    Cons::sorted_entries(entry, sorted_token_ids, pid_m, em_v, nv, cwg, warp, lane);
     cons.zero();
     if (has_expert) {
       const typename S::b_scale_t* b_scale_row = nullptr;
@@ -229,29 +214,8 @@ __device__ __forceinline__ void fused_moe_ws(
     }
 
     // Epilogue: (acc + bias) * w, rounded once, stored by column pairs (zeros without an expert).
-#pragma unroll
-    for (int i = 0; i < Cons::kPerThread; i += 2) {
-      const int en = entry[Cons::row_slot(i)];
-      const int col = n0 + Cons::col_of(i, warp, lane);
-      if (en < 0 || col >= n_cols) continue;
-      float v[2] = {cons.acc[i], cons.acc[i + 1]};
-      if (has_expert) {
-        if constexpr (kHasBias) {
-          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
-          v[0] += wk::to_float(bias_row[col]);
-          v[1] += wk::to_float(bias_row[col + 1]);
-        }
-        if (mul_weight) {
-          const float w = __ldg(topk_weights + en);
-          v[0] *= w, v[1] *= w;
-        }
-      }
-      out_t* out = c + static_cast<long long>(en) * stride_cm + col;
-      if (c_vec)
-        wk::store_floats<true, 2>(out, 2, v);
-      else
-        wk::store_floats<false, 2>(out, 2, v);
-    }
+    cons.template store_sorted<false, kHasBias>(entry, c, stride_cm, n0, n_cols, has_expert, 1.0f, bias, e, stride_bias,
+                                                topk_weights, mul_weight, c_vec, warp, lane);
   }
 }
 

@@ -499,15 +499,9 @@ __device__ __forceinline__ void nvfp4_moe_ws(
     const unsigned sb = nv4::bits16<T>(nv4::e4m3_to_float(static_cast<unsigned>(i)));
     s_scale[i] = sb | (sb << 16);
   }
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      // Two arrivals per producer thread: once its A copies have landed (cp.async noinc, or stores)
-      // and once its decoded B rows are stored.
-      sm90::mbar_init(full0 + 8 * s, 2u * 128u);
-      sm90::mbar_init(empty0 + 8 * s, ws::kConsumerWarps);
-    }
-    sm90::mbar_init_fence();
-  }
+  if (tid == 0)
+    ws::init_ring<kStages>(full0, empty0,
+                           2u * 128u);  // two per producer thread: its A copies landed, its B rows decoded
   __syncthreads();
 
   // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
@@ -624,45 +618,15 @@ __device__ __forceinline__ void nvfp4_moe_ws(
     const long long e = wk::to_index(__ldg(expert_ids + pid_m));
     const bool has_expert = e >= 0 && e < static_cast<long long>(num_experts);
     const int n0 = pid_n * ws::kBN;
-    int entry[Cons::kRowSlots];
-#pragma unroll
-    for (int q = 0; q < Cons::kRowSlots; ++q) {
-      const int i = Cons::first_in_slot(q);
-      const long long pos = static_cast<long long>(pid_m) * ws::kBM + 64 * cwg + Cons::row_of(i, warp, lane);
-      const long long en = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-      entry[q] = en >= 0 && en < nv ? static_cast<int>(en) : -1;
-    }
+    int entry[Cons::kRowSlots];  // -1: padding
+    Cons::sorted_entries(entry, sorted_token_ids, pid_m, em_v, nv, cwg, warp, lane);
     cons.zero();
     if (has_expert) cons.template mainloop<kStages>(smem, full0, empty0, it, kKTiles, cwg, warp, lane);
 
     // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs (zeros without an expert).
     const float gs = has_expert ? __ldg(b_global_scale + e) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < Cons::kPerThread; i += 2) {
-      const int en = entry[Cons::row_slot(i)];
-      const int col = n0 + Cons::col_of(i, warp, lane);
-      if (en < 0 || col >= kN) continue;
-      float v[2] = {cons.acc[i], cons.acc[i + 1]};
-      if (has_expert) {
-        v[0] *= gs, v[1] *= gs;
-        if constexpr (kHasBias) {
-          const auto* bias_row = bias + e * static_cast<long long>(stride_bias);
-          v[0] += wk::to_float(bias_row[col]);
-          v[1] += wk::to_float(bias_row[col + 1]);
-        }
-        if constexpr (kMulWeight) {
-          if (topk_weights != nullptr) {
-            const float w = __ldg(topk_weights + en);
-            v[0] *= w, v[1] *= w;
-          }
-        }
-      }
-      typename S::c_t* out = c + static_cast<long long>(en) * stride_cm + col;
-      if (c_vec)
-        wk::store_floats<true, 2>(out, 2, v);
-      else
-        wk::store_floats<false, 2>(out, 2, v);
-    }
+    cons.template store_sorted<true, kHasBias>(entry, c, stride_cm, n0, kN, has_expert, gs, bias, e, stride_bias,
+                                               topk_weights, kMulWeight && topk_weights != nullptr, c_vec, warp, lane);
   }
 }
 
