@@ -234,22 +234,9 @@ __device__ __forceinline__ void batched_moe_ws(const typename S::a_t* a, typenam
       a_scale_row[q] = r < valid_rows ? (e * rows + m0 + r) * kScaleCols : -1;
     }
     const typename S::b_scale_t* b_scale_row = b_scale + (e * kScaleRowsB + n0 / 128) * kScaleCols;
-    for (int kt = 0; kt < kKTiles; ++kt) {
-      const int s = kt % kStages;
-      const unsigned phase = static_cast<unsigned>(kt / kStages) & 1u;
-      const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
-      float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cs[2];
-#pragma unroll
-      for (int q = 0; q < Cons::kRowSlots; ++q)
-        rs[q] = a_scale_row[q] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + a_scale_row[q] + kt)) : 0.0f;
-      cs[0] = wk::gemm::block_scale(__ldg(b_scale_row + kt));
-      cs[1] = n0 + 128 < kN ? wk::gemm::block_scale(__ldg(b_scale_row + kScaleCols + kt)) : 0.0f;
-      sm90::mbar_wait(full0 + 8 * s, phase);
-      sm90::fence_proxy_async();  // A came by cp.async (the generic proxy); wgmma reads async
-      cons.mma_ktile_scaled(stage + cwg * 64 * ws::kRowBytes, stage + ws::kABytes, rs, cs, warp, lane);
-      __syncwarp();
-      if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
-    }
+    unsigned it = 0;
+    cons.template mainloop_scaled<kStages>(smem, full0, empty0, it, kKTiles, a_scale, a_scale_row, b_scale_row,
+                                           kScaleCols, n0 + 128 < kN, cwg, warp, lane);
   } else {
     unsigned it = 0;
     cons.template mainloop<kStages>(smem, full0, empty0, it, kKTiles, cwg, warp, lane);

@@ -236,6 +236,35 @@ struct Consumer {
     }
   }
 
+  // fp8's mainloop of one tile (block scales: one group per 128-element k-tile): acc += (A B^T over
+  // k-tile kt) * a_scale[a_row[q] + kt] * b_scale_row[(h * scale_cols) + kt] per row slot q and
+  // column half h (a_row[q] < 0: a row without a source, scale 0; the second half past n_cols:
+  // scale 0), promoted in registers; each stage released once its k-tile is multiplied. Same ring
+  // indexing as mainloop.
+  template <int kStages, class AScale, class ARow, class BScale>
+  __device__ __forceinline__ void mainloop_scaled(const char* smem, unsigned full0, unsigned empty0, unsigned& it,
+                                                  int k_tiles, const AScale* a_scale, const ARow (&a_row)[4],
+                                                  const BScale* b_scale_row, int scale_cols, bool second_half, int cwg,
+                                                  int warp, int lane) {
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      const int s = static_cast<int>(it % kStages);
+      const unsigned phase = (it / kStages) & 1u;
+      const unsigned stage = wk::sm90::smem_u32(smem + s * kStageBytes);
+      const unsigned a_addr = stage + cwg * 64 * kRowBytes, b_addr = stage + kABytes;
+      float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cs[2];
+#pragma unroll
+      for (int q = 0; q < kRowSlots; ++q)
+        rs[q] = a_row[q] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + a_row[q] + kt)) : 0.0f;
+      cs[0] = wk::gemm::block_scale(__ldg(b_scale_row + kt));
+      cs[1] = second_half ? wk::gemm::block_scale(__ldg(b_scale_row + scale_cols + kt)) : 0.0f;
+      wk::sm90::mbar_wait(full0 + 8 * s, phase);
+      wk::sm90::fence_proxy_async();  // A came by cp.async (the generic proxy); wgmma reads async
+      mma_ktile_scaled(a_addr, b_addr, rs, cs, warp, lane);
+      __syncwarp();
+      if (lane == 0) wk::sm90::mbar_arrive(empty0 + 8 * s);
+    }
+  }
+
   // The sorted layout's epilogue of one tile: ((acc * gs) + bias[e, col]) * w[entry] (the global
   // scale and the bias where the kernel has them, w where mul_weight), rounded once and stored by
   // column pairs; without an expert, zeros. Rows without an entry and columns past n_cols are not

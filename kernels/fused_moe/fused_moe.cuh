@@ -191,23 +191,8 @@ __device__ __forceinline__ void fused_moe_ws(
         for (int q = 0; q < Cons::kRowSlots; ++q) a_scale_row[q] = entry[q] >= 0 ? (entry[q] / top_k) * scale_cols : -1;
       }
       if constexpr (kFp8) {
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int s = static_cast<int>(it % kStages);
-          const unsigned phase = (it / kStages) & 1u;
-          const unsigned stage = sm90::smem_u32(smem + s * ws::kStageBytes);
-          const unsigned a_addr = stage + cwg * 64 * ws::kRowBytes, b_addr = stage + ws::kABytes;
-          float rs[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cs[2];
-#pragma unroll
-          for (int q = 0; q < Cons::kRowSlots; ++q)
-            rs[q] = a_scale_row[q] >= 0 ? wk::gemm::block_scale(__ldg(a_scale + a_scale_row[q] + kt)) : 0.0f;
-          cs[0] = wk::gemm::block_scale(__ldg(b_scale_row + kt));
-          cs[1] = n0 + 128 < n_cols ? wk::gemm::block_scale(__ldg(b_scale_row + scale_cols + kt)) : 0.0f;
-          sm90::mbar_wait(full0 + 8 * s, phase);
-          sm90::fence_proxy_async();  // A came by cp.async (the generic proxy); wgmma reads async
-          cons.mma_ktile_scaled(a_addr, b_addr, rs, cs, warp, lane);
-          __syncwarp();
-          if (lane == 0) sm90::mbar_arrive(empty0 + 8 * s);
-        }
+        cons.template mainloop_scaled<kStages>(smem, full0, empty0, it, k_tiles, a_scale, a_scale_row, b_scale_row,
+                                               scale_cols, n0 + 128 < n_cols, cwg, warp, lane);
       } else {
         cons.template mainloop<kStages>(smem, full0, empty0, it, k_tiles, cwg, warp, lane);
       }
