@@ -1,7 +1,11 @@
-// The warp-specialised expert-GEMM core for sm_90 and newer: a persistent grid walks 128 x 256
-// output tiles of a grouped problem; one producer warpgroup stages B by TMA and the gathered A rows
-// by cp.async through a ring of mbarrier-guarded shared-memory stages, two consumer warpgroups
+// The warp-specialised expert-GEMM core for sm_90 and newer: 128 x 256 output tiles of a grouped
+// problem; one producer warpgroup stages B (by TMA, or decoded from NVFP4 by nvfp4_moe) and the A
+// rows by cp.async through a ring of mbarrier-guarded shared-memory stages, two consumer warpgroups
 // multiply (wgmma on sm_90a, ldmatrix + mma.sync elsewhere) and run the epilogue from registers.
+// Used by fused_moe and nvfp4_moe (sorted layout, a persistent grid) and batched_moe (masked
+// layout, one tile per block); the parts they share are here: the ring's set-up (init_ring), the
+// producer's A copies of a k-tile (copy_a_ktile), the consumers' mainloops (bf16/f16 and fp8's
+// block-scale promotion), the sorted layout's entries and epilogue.
 #pragma once
 
 #include "device/gemm.cuh"
