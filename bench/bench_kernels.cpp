@@ -10,6 +10,11 @@
 // passes the HBM peak or a FLOP/s figure the tensor-core peak. Benchmark names: <kernel>/T:<tokens>.
 // WARMKEY_BENCH_GRID=<kernel>=<blocks> launches one kernel on a grid of that many blocks instead of
 // its contract's (an A/B of a grid heuristic with the same binary, for kernels that serve any grid).
+// WARMKEY_BENCH_CHECK=1 also checks what was timed: after the timed launches the outputs of the
+// first input set are compared with the oracle's reference, computed here on the host (slow for the
+// GEMMs at serving sizes: meant for a filtered run, an A/B of a grid or of WARMKEY_BENCH_DEFINES);
+// a mismatch fails that benchmark. A kernel whose outputs build on their previous values (none in
+// the table today) would need one launch per set instead.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +22,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -263,6 +269,18 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
   const std::string figure =
       str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(), " (", c.label, ")");
   const double seconds = time_launches(state, launches, bytes, copy_bandwidth_gbs(), figure);
+  if (const char* check = std::getenv("WARMKEY_BENCH_CHECK"); check != nullptr && std::string_view(check) == "1") {
+    equivalence::NumericCase ref = c;
+    row->oracle->compute_reference(ref);
+    std::vector<equivalence::HostTensor> got;
+    for (const equivalence::HostTensor& t : ref.expected) got.push_back(copies.front()->download(t.name));
+    const equivalence::CompareReport r = equivalence::compare_outputs(ref, got);
+    if (!r.ok) {
+      state.SkipWithError(str_cat(figure, ": the timed launches' outputs differ from the reference: ", r.text()).c_str());
+      return;
+    }
+    state.counters["checked"] = 1;
+  }
   if (flops > 0) {
     const double of_peak = roofline_guard(figure + " GFLOP/s", RooflineModel::flops, flops, seconds, gemm_operand(c));
     state.counters["GFLOP/s"] = flops / seconds / 1e9;
