@@ -63,6 +63,16 @@
 //   docs/PERFORMANCE.md, "moe_align: block_m at run time").
 #define MOE_ALIGN_UNROLL 8
 #define MOE_ALIGN_COUNT_UNROLL 4
+// Development switch (off by default; an A/B in one program: WARMKEY_BENCH_DEFINES=MOE_ALIGN_CLUSTER=4
+// with WARMKEY_BENCH_GRID=moe_align=4, and WARMKEY_BENCH_CHECK=1 to check what was timed):
+// - MOE_ALIGN_CLUSTER = C > 0: the grid is one thread-block cluster of C blocks (sm_90: the blocks of
+//   a cluster run at once and read each other's shared memory). Instead of every block counting the
+//   whole batch, each block counts its own range, publishes its per-expert counts, and after a
+//   cluster barrier reads the others' (distributed shared memory) for `before` and `total`. The
+//   launch must have exactly C blocks (the contract's grid heuristic does not know the switch).
+#ifndef MOE_ALIGN_CLUSTER
+#define MOE_ALIGN_CLUSTER 0
+#endif
 
 namespace moe_align_detail {
 
@@ -72,6 +82,27 @@ __device__ __forceinline__ int expert_of(const T* ids, long long o, long long hi
   const long long id = o < hi ? wk::to_index(__ldg(ids + o)) : -1;
   return id >= 0 && id < kExperts ? static_cast<int>(id) : -1;
 }
+
+#if MOE_ALIGN_CLUSTER > 0
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every block of the cluster: this block's shared-memory writes before the barrier
+// are visible to the others' reads after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// An int of block `rank`'s shared memory at the address `p` has in this block.
+__device__ __forceinline__ int load_peer(const int* p, unsigned rank) {
+  unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  int v;
+  asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(v) : "r"(remote) : "memory");
+  return v;
+}
+#endif
 
 // Copies of the whole-batch histogram: the largest power of two <= 32 with kCopies * E <= 8192
 // ints (the per-warp rows they alias hold NUM_WARPS * E >= that many: moe_align_num_warps).
@@ -242,7 +273,8 @@ __device__ __forceinline__ void lane_copies_body(
   const long long lo = block_lo + warp * chunk < block_hi ? block_lo + warp * chunk : block_hi;
   const long long hi = lo + chunk < block_hi ? lo + chunk : block_hi;
   int* my_row = rows + warp * kExperts;
-  const bool one_block = kWarps == 4 || grid == 1;  // 4 warps: numel <= 1024, always one block
+  // 4 warps: numel <= 1024, always one block (but for MOE_ALIGN_CLUSTER's forced grid)
+  const bool one_block = (MOE_ALIGN_CLUSTER == 0 && kWarps == 4) || grid == 1;
 
   int mapped[kPer];  // the block value of the thread's experts (one block: written in the scan)
 #pragma unroll
@@ -254,7 +286,7 @@ __device__ __forceinline__ void lane_copies_body(
     }
   }
 
-  if (!one_block) {  // the whole-batch count, in two passes
+  if (MOE_ALIGN_CLUSTER == 0 && !one_block) {  // the whole-batch count, in two passes
     for (int i = t; i < kExperts * kC; i += kThreads) rows[i] = 0;
     __syncthreads();
     count_copies<kExperts, kC, kThreads>(topk_ids, 0, block_lo, rows);
@@ -286,6 +318,34 @@ __device__ __forceinline__ void lane_copies_body(
     }
   }
   __syncthreads();
+
+#if MOE_ALIGN_CLUSTER > 0
+  if (!one_block) {
+    // The cluster's exchange: this block's counts per expert (its warps' rows summed), then, after
+    // the barrier, before[e] = the lower-ranked blocks' counts and total[e] = every other block's.
+    // A second barrier: no block leaves (or reuses) its counts while another may still read them.
+    __shared__ int s_mine[kExperts];
+    for (int e = t; e < kExperts; e += kThreads) {
+      int c = 0;
+      for (int w = 0; w < kWarps; ++w) c += rows[w * kExperts + e];
+      s_mine[e] = c;
+    }
+    cluster_sync();
+    const unsigned me = cluster_rank();
+    for (int e = t; e < kExperts; e += kThreads) {
+      int b = 0, o = 0;
+      for (unsigned r = 0; r < static_cast<unsigned>(MOE_ALIGN_CLUSTER); ++r) {
+        if (r == me) continue;
+        const int v = load_peer(s_mine + e, r);
+        o += v;
+        if (r < me) b += v;
+      }
+      before[e] = b;
+      total[e] = o;
+    }
+    cluster_sync();
+  }
+#endif
 
   // Scan: each owned column becomes the warps' exclusive prefixes; padded sums scanned.
   int tot[kPer];
@@ -375,11 +435,14 @@ __device__ __forceinline__ void lane_copies_body(
 
 template <class S>
 __global__ void __launch_bounds__(32 * S::NUM_WARPS)
-    moe_align_kernel(const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
-                     typename S::sorted_token_ids_t* sorted_token_ids, typename S::expert_ids_t* expert_ids,
-                     typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::numel_t numel,
-                     typename S::sorted_capacity_t sorted_capacity, typename S::blocks_capacity_t blocks_capacity,
-                     typename S::block_m_t block_m) {
+#if MOE_ALIGN_CLUSTER > 0
+    __cluster_dims__(MOE_ALIGN_CLUSTER, 1, 1)
+#endif
+        moe_align_kernel(const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
+                         typename S::sorted_token_ids_t* sorted_token_ids, typename S::expert_ids_t* expert_ids,
+                         typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::numel_t numel,
+                         typename S::sorted_capacity_t sorted_capacity, typename S::blocks_capacity_t blocks_capacity,
+                         typename S::block_m_t block_m) {
   static_assert(wk::same_type<typename S::sorted_token_ids_t, int>::value, "moe_align: sorted_token_ids must be i32");
   static_assert(wk::same_type<typename S::expert_ids_t, int>::value, "moe_align: expert_ids must be i32");
   static_assert(S::NUM_WARPS >= 1 && S::NUM_WARPS <= 32, "moe_align: 1 to 32 warps");
