@@ -276,7 +276,8 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
     for (const equivalence::HostTensor& t : ref.expected) got.push_back(copies.front()->download(t.name));
     const equivalence::CompareReport r = equivalence::compare_outputs(ref, got);
     if (!r.ok) {
-      state.SkipWithError(str_cat(figure, ": the timed launches' outputs differ from the reference: ", r.text()).c_str());
+      state.SkipWithError(
+          str_cat(figure, ": the timed launches' outputs differ from the reference: ", r.text()).c_str());
       return;
     }
     state.counters["checked"] = 1;
