@@ -91,6 +91,7 @@ DType nvfp4_moe_act_dtype(DType model_act_dtype) { return model_act_dtype == DTy
 
 const KernelDef& Nvfp4Moe::kernel_def() {
   using param::in;
+  using param::in_or_null;
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
@@ -101,10 +102,11 @@ const KernelDef& Nvfp4Moe::kernel_def() {
                 "nvfp4_moe_kernel",
                 {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
                 {in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec), out("c", kNoAlign),
-                 in("bias", kNoSpec), in("topk_weights", kNoSpec), in("sorted_token_ids", kNoSpec),
+                 in("bias", kNoSpec), in_or_null("topk_weights", DType::f32, kNoSpec), in("sorted_token_ids", kNoSpec),
                  in("expert_ids", kNoSpec), in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign),
                  integer("num_valid", kNoAlign), integer("num_experts", kNoSpec), integer("stride_am", kNoSpec),
-                 integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec)},
+                 integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec), integer("size_n", kNoSpec),
+                 integer("size_k", kNoSpec), integer("top_k", kNoSpec)},
                 &kernel_sources()});
   return def;
 }
@@ -247,9 +249,12 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
     s.grid[0] = std::min(s.grid[0], a.a.is_meta() ? kFallbackSms : device_multiprocessors(kFallbackSms));
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(nvfp4_moe_shared_bytes(tile));
-  s.constant("N", n)
-      .constant("K", k)
-      .constant("TOP_K", a.top_k)
+  // The warp-specialised tile reads N, K and TOP_K at run time (0 in the key: W13 and W2 share one
+  // binary, an NVRTC compile fewer); the other tiles keep them as constexprs.
+  const bool sizes_constexpr = !warp_specialised(tile);
+  s.constant("N", sizes_constexpr ? n : 0)
+      .constant("K", sizes_constexpr ? k : 0)
+      .constant("TOP_K", sizes_constexpr ? a.top_k : 0)
       .constant("BLOCK_M", tile.block_m)
       .constant("BLOCK_N", tile.block_n)
       .constant("BLOCK_K", tile.block_k)
@@ -266,7 +271,10 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
   expert_gemm::add_layout_launch_args(s, a, num_valid, a.b.size(0));
   s.integer("stride_am", a.a.stride(0))
       .integer("stride_cm", a.c.stride(0))
-      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0);
+      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0)
+      .integer("size_n", n)
+      .integer("size_k", k)
+      .integer("top_k", a.top_k);
   return s;
 }
 

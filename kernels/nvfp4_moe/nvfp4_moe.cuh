@@ -60,8 +60,10 @@
 //   raw buffers with cp.async, the next k-tile's going out before this one's wait, then each lane
 //   decodes its two rows through the byte table (decode8, as the staged path) into the stage's B
 //   slot in the 128-byte swizzle wgmma reads (the TMA layout), fences the async proxy and arrives
-//   on full[s] a second time (256 arrivals per phase). Registers: the producer gives back to 56,
-//   the consumers take 224 (128 x 56 + 256 x 224 = 384 x 168, the launch's pool). Shared memory:
+//   on full[s] a second time (256 arrivals per phase). Registers: the producer gives back to 72,
+//   the consumers take 216 (128 x 72 + 256 x 216 = 384 x 168, the launch's pool; at 56 / 224 the
+//   producer's loop spilled once N and K became run-time values). N, K and TOP_K are run-time
+//   arguments here (0 in the key), so W13 and W2 share one binary. Shared memory:
 //   the stages, 2 x 9 KiB of raw k-tiles, the pair table and an e4m3 -> T table (1 KiB each).
 //   Decoding rows past N reads zeros (codes and scales): zero weights, columns never stored.
 
@@ -435,7 +437,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
   const float gs = __ldg(b_global_scale + e);
   wk::expert::store_entries<Epi, true, kHasBias, kMulWeight>(out, s_entry, c, stride_cm, n0, kN, gs, bias, e,
-                                                             stride_bias, topk_weights, true, 0, warp, g, t4);
+                                                             stride_bias, topk_weights, topk_weights != nullptr, 0,
+                                                             warp, g, t4);
 }
 // ---- the warp-specialised tile (WARPS 12: 128 x 256; sm_90, wgmma on sm_90a) -------------------
 
@@ -454,28 +457,29 @@ __device__ __forceinline__ void nvfp4_moe_ws(
     const typename S::topk_weights_t* topk_weights, const typename S::sorted_token_ids_t* sorted_token_ids,
     const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
     typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
-    typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias) {
+    typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias,
+    int size_n, int size_k, int top_k_arg) {
   namespace ws = wk::ws;
   namespace sm90 = wk::sm90;
   namespace nv4 = wk::nvfp4;
   using T = typename S::a_t;
-  constexpr int kN = static_cast<int>(S::N);
-  constexpr int kK = static_cast<int>(S::K);
-  constexpr int kTopK = static_cast<int>(S::TOP_K);
+  // N, K and TOP_K at run time (the key's constants are 0: W13 and W2 share one binary).
+  const int kN = S::N != 0 ? static_cast<int>(S::N) : size_n;
+  const int kK = S::K != 0 ? static_cast<int>(S::K) : size_k;
+  const int kTopK = S::TOP_K != 0 ? static_cast<int>(S::TOP_K) : top_k_arg;
   constexpr int kStages = static_cast<int>(S::STAGES);
   constexpr bool kHasBias = !S::bias_none;
   constexpr bool kMulWeight = !S::topk_weights_none;
   constexpr int kElems = ws::kRowBytes / static_cast<int>(sizeof(T));  // 64
-  constexpr int kKTiles = kK / kElems;
-  constexpr int kPackedRow = kK / 2;  // bytes of one weight row
-  constexpr int kScaleRow = kK / 16;  // scales of one weight row
-  constexpr int kNumPidN = (kN + ws::kBN - 1) / ws::kBN;
+  const int kKTiles = kK / kElems;
+  const int kPackedRow = kK / 2;  // bytes of one weight row
+  const int kScaleRow = kK / 16;  // scales of one weight row
+  const int kNumPidN = (kN + ws::kBN - 1) / ws::kBN;
   static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
   static_assert(S::BLOCK_M == ws::kBM && S::BLOCK_N == ws::kBN && S::BLOCK_K == kElems,
                 "nvfp4_moe: the warp-specialised tile is 128 x 256 x 64");
   static_assert(!S::sorted_token_ids_none, "nvfp4_moe: the warp-specialised tile needs the sorted layout");
   static_assert(32 * S::WARPS == ws::kThreads, "nvfp4_moe: the warp-specialised tile runs 3 warpgroups");
-  static_assert(kK % kElems == 0, "nvfp4_moe: K is a whole number of k-tiles");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static_assert(sizeof(T) == 0, "nvfp4_moe: the warp-specialised tile needs sm_90 or newer (mbarrier tx)");
 #endif
@@ -516,7 +520,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
 
   if (wg == 0) {
     // ---- producer ----
-    if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<56>();
+    if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<72>();
     const int lane = tid & 31, warp = tid >> 5;
     __shared__ long long s_row[2][ws::kBM];
     const long long row_bytes = static_cast<long long>(stride_am) * static_cast<long long>(sizeof(T));
@@ -605,7 +609,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
   }
 
   // ---- consumers (device/gemm_ws.cuh's bf16/f16 mainloop, as fused_moe's) ----
-  if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_inc<224>();
+  if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_inc<216>();
   const int cwg = wg - 1;  // rows [64 cwg, 64 cwg + 64) of the tile
   const int warp = (tid >> 5) & 3, lane = tid & 31;
   const bool c_vec = wk::aligned16(c);
@@ -639,11 +643,15 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
                      const typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::em_t em,
                      typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
                      typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm,
-                     typename S::stride_bias_t stride_bias) {
+                     typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
+                     typename S::top_k_t top_k_arg) {
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
+  static_assert(S::WARPS == 12 || (S::N != 0 && S::K != 0 && S::TOP_K != 0),
+                "nvfp4_moe: only the warp-specialised tile takes N, K and TOP_K at run time");
   if constexpr (S::WARPS == 12) {
     nvfp4_moe_ws<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
-                    num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias);
+                    num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias,
+                    static_cast<int>(size_n), static_cast<int>(size_k), static_cast<int>(top_k_arg));
   } else if constexpr (S::BLOCK_K == wk::nvfp4::kStreamK) {
     nvfp4_moe_stream<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
                         num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias);
@@ -761,6 +769,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
     const float gs = __ldg(b_global_scale + e);
     wk::expert::store_entries<Cfg, true, kHasBias, kMulWeight>(acc, s_entry, c, stride_cm, n0, kN, gs, bias, e,
-                                                               stride_bias, topk_weights, true, warp_m, warp_n, g, t4);
+                                                               stride_bias, topk_weights, topk_weights != nullptr,
+                                                               warp_m, warp_n, g, t4);
   }
 }
