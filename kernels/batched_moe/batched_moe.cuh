@@ -209,10 +209,7 @@ __device__ __forceinline__ void batched_moe_ws(const typename S::a_t* a, typenam
       sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
       char* stage = smem + s * ws::kStageBytes;
       const unsigned full = full0 + 8 * s;
-      if (tid == 0) {
-        sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
-        sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
-      }
+      if (tid == 0) ws::load_b_ktile(stage, b_map, full, kt * kElems, n0, e);
       ws::copy_a_ktile<T>(stage, s_row, a_piece, kt, a_async, full, tid);
     }
     return;

@@ -85,6 +85,34 @@ __device__ __forceinline__ void init_ring(unsigned full0, unsigned empty0, unsig
   wk::sm90::mbar_init_fence();
 }
 
+// The sorted layout's m-blocks a tile walk covers: those below num_tokens_post_padded (ntpp), never
+// more than the host's grid bound (ceil(EM / 128), at most num_valid).
+__device__ __forceinline__ int sorted_m_blocks(long long ntpp, long long em_v, long long nv) {
+  long long m_cap = (em_v + kBM - 1) / kBM;
+  if (m_cap > nv) m_cap = nv;
+  const long long m_dev = (ntpp + kBM - 1) / kBM;
+  return static_cast<int>(m_dev < m_cap ? m_dev : m_cap);
+}
+
+// Producer thread tid's row of m-block pid_m in the sorted layout: the byte offset of its A row
+// ((entry / top_k) * row_bytes), or -1 for padding (no source row: nothing is copied).
+template <class Ids>
+__device__ __forceinline__ long long sorted_a_row(const Ids* sorted_token_ids, int pid_m, long long em_v, long long nv,
+                                                  long long top_k, long long row_bytes, int tid) {
+  const long long pos = static_cast<long long>(pid_m) * kBM + tid;
+  const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+  return entry >= 0 && entry < nv ? (entry / top_k) * row_bytes : -1;
+}
+
+// Thread 0 of the producer: B of k-tile x0 (elements), rows n0.. of expert e, one TMA box of 256
+// rows into `stage`'s B slot, its bytes expected on `full`.
+template <class Map>
+__device__ __forceinline__ void load_b_ktile(char* stage, const Map& b_map, unsigned full, int x0, int n0,
+                                             long long e) {
+  wk::sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(kBBytes));
+  wk::sm90::tma_load_3d(wk::sm90::smem_u32(stage) + kABytes, &b_map, full, x0, n0, static_cast<int>(e));
+}
+
 // The producer's A copies of one k-tile into `stage` (coalesced, ws::kACoalesced): thread tid
 // copies 16-byte piece tid % 8 of tile rows tid / 8 + 16 j, j < 8, from byte offset rows[r] of A
 // (-1: no source row, nothing copied), by cp.async (a_async) or through registers, then arrives on

@@ -79,12 +79,7 @@ __device__ __forceinline__ void fused_moe_ws(
   if (tid == 0) ws::init_ring<kStages>(full0, empty0, 1u + 128u);  // B's expect_tx + one per producer thread
   __syncthreads();
 
-  // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
-  const long long ntpp = static_cast<long long>(__ldg(num_tokens_post_padded));
-  long long m_cap = (em_v + ws::kBM - 1) / ws::kBM;
-  if (m_cap > nv) m_cap = nv;
-  long long m_dev = (ntpp + ws::kBM - 1) / ws::kBM;
-  const int num_m = static_cast<int>(m_dev < m_cap ? m_dev : m_cap);
+  const int num_m = ws::sorted_m_blocks(static_cast<long long>(__ldg(num_tokens_post_padded)), em_v, nv);
   const int tiles = num_m * num_pid_n;
   const int group_m = static_cast<int>(S::GROUP_M);
   const int wg = tid >> 7;
@@ -107,9 +102,7 @@ __device__ __forceinline__ void fused_moe_ws(
       const int n0 = pid_n * ws::kBN;
       if constexpr (ws::kACoalesced) {
         const int buf = static_cast<int>(tile_no++ & 1u);
-        const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
-        const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-        s_row[buf][tid] = entry >= 0 && entry < nv ? (entry / top_k) * row_bytes : -1;
+        s_row[buf][tid] = ws::sorted_a_row(sorted_token_ids, pid_m, em_v, nv, top_k, row_bytes, tid);
         sm90::named_bar_sync(1, 128);
         const char* a_bytes = reinterpret_cast<const char*>(a) + (tid & 7) * 16;
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
@@ -118,10 +111,7 @@ __device__ __forceinline__ void fused_moe_ws(
           sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
           char* stage = smem + s * ws::kStageBytes;
           const unsigned full = full0 + 8 * s;
-          if (tid == 0) {
-            sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
-            sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
-          }
+          if (tid == 0) ws::load_b_ktile(stage, b_map, full, kt * kElems, n0, e);
           ws::copy_a_ktile<T>(stage, s_row[buf], a_bytes, kt, a_async, full, tid);
         }
         continue;
@@ -138,10 +128,7 @@ __device__ __forceinline__ void fused_moe_ws(
         sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
         char* stage = smem + s * ws::kStageBytes;
         const unsigned full = full0 + 8 * s;
-        if (tid == 0) {
-          sm90::mbar_arrive_expect_tx(full, static_cast<unsigned>(ws::kBBytes));
-          sm90::tma_load_3d(sm90::smem_u32(stage) + ws::kABytes, &b_map, full, kt * kElems, n0, static_cast<int>(e));
-        }
+        if (tid == 0) ws::load_b_ktile(stage, b_map, full, kt * kElems, n0, e);
         if (a_async) {
           if (ok) {
 #pragma unroll

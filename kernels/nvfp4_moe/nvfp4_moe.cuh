@@ -503,17 +503,11 @@ __device__ __forceinline__ void nvfp4_moe_ws(
     const unsigned sb = nv4::bits16<T>(nv4::e4m3_to_float(static_cast<unsigned>(i)));
     s_scale[i] = sb | (sb << 16);
   }
-  if (tid == 0)
-    ws::init_ring<kStages>(full0, empty0,
-                           2u * 128u);  // two per producer thread: its A copies landed, its B rows decoded
+  // Two arrivals per producer thread on full[s]: its A copies landed, its B rows decoded.
+  if (tid == 0) ws::init_ring<kStages>(full0, empty0, 2u * 128u);
   __syncthreads();
 
-  // m-blocks: those below num_tokens_post_padded, never more than the host's grid bound.
-  const long long ntpp = static_cast<long long>(__ldg(num_tokens_post_padded));
-  long long m_cap = (em_v + ws::kBM - 1) / ws::kBM;
-  if (m_cap > nv) m_cap = nv;
-  const long long m_dev = (ntpp + ws::kBM - 1) / ws::kBM;
-  const int num_m = static_cast<int>(m_dev < m_cap ? m_dev : m_cap);
+  const int num_m = ws::sorted_m_blocks(static_cast<long long>(__ldg(num_tokens_post_padded)), em_v, nv);
   const int tiles = num_m * kNumPidN;
   const int group_m = static_cast<int>(S::GROUP_M);
   const int wg = tid >> 7;
@@ -561,9 +555,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
       // rows (-1: none) the 128 producer threads publish per tile in s_row (double-buffered: one
       // producer barrier per tile orders a buffer's reuse two tiles later).
       const int buf = static_cast<int>(tile_no++ & 1u);
-      const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
-      const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-      s_row[buf][tid] = entry >= 0 && entry < nv ? (entry / kTopK) * row_bytes : -1;
+      s_row[buf][tid] = ws::sorted_a_row(sorted_token_ids, pid_m, em_v, nv, kTopK, row_bytes, tid);
       sm90::named_bar_sync(1, 128);  // also: every lane is done decoding the previous tile's raw copies
       copy_raw(b_tile, s_tile, n0, 0);
       wk::gemm::cp_async_commit();
