@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "equivalence/mutants/expert_gemm.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
 #include "kernels/fused_moe/fused_moe.h"
@@ -125,32 +126,6 @@ class WarmupIgnoresTunedFile : public Base {
   }
 };
 
-// #3: the warp-specialised tile's stage count recomputed in warmup_inputs (3, a "safe" depth)
-// instead of taken from the key (4): warmup compiles a pipeline serving never runs.
-class WarmupStagesDiffer : public Base {
- public:
-  using Base::Base;
-  Args warmup_inputs(const CompileKey& k) const override {
-    Args a = real().warmup_inputs(k);
-    if (a.tile && a.tile->warps == 12) a.tile->stages = 3;
-    return a;
-  }
-};
-
-// #11: warmup_keys drops the warp-specialised (prefill) tile, as a warmup written before the
-// Hopper path would.
-class WarmupMissesWarpSpecialisedTile : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) {
-      if (k.get_int("warps") != 12) keys.push_back(k);
-    }
-    return keys;
-  }
-};
-
 }  // namespace
 
 std::vector<Mutant> fused_moe_mutants() {
@@ -219,7 +194,7 @@ std::vector<Mutant> fused_moe_mutants() {
        {"P1", "P2"},
        "",
        false,
-       make_mutant<WarmupStagesDiffer>()},
+       make_mutant<WarmupWsStagesDiffer<FusedMoeArgs>>()},
       {"fused_moe.warmup_misses_warp_specialised_tile",
        k,
        11,
@@ -227,7 +202,7 @@ std::vector<Mutant> fused_moe_mutants() {
        {"P4", "P2"},
        "",
        false,
-       make_mutant<WarmupMissesWarpSpecialisedTile>()},
+       make_mutant<WarmupMissesWarpSpecialisedTile<FusedMoeArgs>>()},
   };
 }
 

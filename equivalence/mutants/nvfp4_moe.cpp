@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "equivalence/mutants/expert_gemm.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
 #include "kernels/nvfp4_moe/nvfp4_moe.h"
@@ -81,32 +82,6 @@ class WarmupDecodeTileIgnoresK : public Base {
             k.with("block_k", std::int64_t{64}).with("warps", std::int64_t{4}).with("stages", std::int64_t{6}));
       else
         keys.push_back(k);
-    }
-    return keys;
-  }
-};
-
-// #3: warmup_inputs builds the warp-specialised (prefill) tile with another stage count than the
-// key's (dispatch keys 4; warmup compiles a 3-stage ring that serving never asks for).
-class WarmupWsStagesDiffer : public Base {
- public:
-  using Base::Base;
-  Args warmup_inputs(const CompileKey& k) const override {
-    Args a = real().warmup_inputs(k);
-    if (a.tile && a.tile->warps == 12) a.tile->stages = 3;
-    return a;
-  }
-};
-
-// #11: warmup_keys drops the warp-specialised tile, as a warmup written before nvfp4's Hopper
-// path would (prefill batches then reach keys no warmup compiled).
-class WarmupMissesWarpSpecialisedTile : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) {
-      if (k.get_int("warps") != 12) keys.push_back(k);
     }
     return keys;
   }
@@ -218,7 +193,7 @@ std::vector<Mutant> nvfp4_moe_mutants() {
        {"P1", "P2"},
        config,
        false,
-       make_mutant<WarmupWsStagesDiffer>()},
+       make_mutant<WarmupWsStagesDiffer<Nvfp4MoeArgs>>()},
       {"nvfp4_moe.warmup_misses_warp_specialised_tile",
        k,
        11,
@@ -226,7 +201,7 @@ std::vector<Mutant> nvfp4_moe_mutants() {
        {"P4", "P2"},
        config,
        false,
-       make_mutant<WarmupMissesWarpSpecialisedTile>()},
+       make_mutant<WarmupMissesWarpSpecialisedTile<Nvfp4MoeArgs>>()},
       {"nvfp4_moe.key_without_out_dtype",
        k,
        8,
