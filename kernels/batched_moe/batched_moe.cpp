@@ -25,8 +25,10 @@ constexpr std::initializer_list<DType> kOutDTypes = {DType::bf16, DType::f16, DT
 
 // The warp-specialised tile (batched_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups, B by
 // TMA, one tile per block.
-constexpr std::int64_t kWsWarps = 12, kWsBlockM = 128, kWsBlockN = 256;
-bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
+using expert_gemm::kWsBlockM;
+using expert_gemm::kWsBlockN;
+using expert_gemm::kWsWarps;
+using expert_gemm::warp_specialised;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t shared_bytes(const FusedMoeTile& t) {
@@ -222,17 +224,7 @@ LaunchSpec BatchedMoe::launch_spec(const Args& a) const {
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
   std::optional<TensorMapDesc> b_map;
-  if (warp_specialised(tile)) {
-    // B of expert e as a 3-D box of 256 rows of one 128-byte k-tile, 128-byte swizzle (gemm_ws.cuh).
-    const std::int64_t es = dtype_size(a.b.dtype()), elems = kRowBytes / es;
-    auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    b_map = TensorMapDesc{&a.b,
-                          3,
-                          {u64(k), u64(n), u64(e)},
-                          {u64(a.b.stride(1) * es), u64(a.b.stride(0) * es)},
-                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN), 1},
-                          128};
-  }
+  if (warp_specialised(tile)) b_map = expert_gemm::ws_b_map(a.b, dtype_size(a.b.dtype()));
   s.constant("N", n)
       .constant("K", k)
       .constant("BLOCK_M", tile.block_m)

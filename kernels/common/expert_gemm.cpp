@@ -10,6 +10,7 @@
 
 #include "kernels/common/checks.h"
 #include "warmup/binder.h"
+#include "warmup/device.h"
 #include "warmup/error.h"
 
 namespace warmkey {
@@ -73,6 +74,30 @@ std::string tile_shape_problem(const FusedMoeTile& t, std::initializer_list<std:
     return str_cat("block ", t.block_m, "x", t.block_n, " does not split into ", warps_m, "x", warps_n,
                    " warp tiles of multiples of 16");
   return "";
+}
+
+std::string ws_shape_problem(const FusedMoeTile& t) {
+  if (warp_specialised(t)) {
+    if (t.block_m != kWsBlockM || t.block_n != kWsBlockN)
+      return str_cat("warps 12 (the warp-specialised tile) needs block 128x256, not ", t.block_m, "x", t.block_n);
+  } else if (t.block_n == kWsBlockN) {
+    return "block_n 256 is the warp-specialised tile's: it needs warps 12";
+  }
+  return "";
+}
+
+unsigned persistent_grid(unsigned blocks, bool meta) {
+  return std::min(blocks, meta ? kFallbackSms : device_multiprocessors(kFallbackSms));
+}
+
+TensorMapDesc ws_b_map(const Tensor& b, std::int64_t es) {
+  auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  return TensorMapDesc{&b,
+                       3,
+                       {u64(b.size(2)), u64(b.size(1)), u64(b.size(0))},
+                       {u64(b.stride(1) * es), u64(b.stride(0) * es)},
+                       {static_cast<std::uint32_t>(128 / es), static_cast<std::uint32_t>(kWsBlockN), 1},
+                       128};
 }
 
 // ---- validation ----------------------------------------------------------------------------------

@@ -66,6 +66,20 @@ inline constexpr std::int64_t kMaxTopK = 64;
 inline constexpr std::int64_t kMaxSharedBytes = 227 * 1024;  // sm_90 opt-in limit per block
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The warp-specialised tile (kernels/device/gemm_ws.cuh: 3 warpgroups, 128 x 256 outputs, one
+// 128-byte k-tile row), shared by fused_moe, nvfp4_moe and batched_moe.
+inline constexpr std::int64_t kWsWarps = 12, kWsBlockM = 128, kWsBlockN = 256;
+inline constexpr unsigned kFallbackSms = 132;  // an H200's multiprocessors: the grid bound without a device
+inline bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
+// Why a tile breaks the warp-specialised tile's shape rule (warps 12 if and only if 128 x 256), or "".
+std::string ws_shape_problem(const FusedMoeTile& t);
+// A persistent grid of `blocks`: at most one block per multiprocessor (the grid is no key field;
+// a meta launch, which never runs, does not ask the device).
+unsigned persistent_grid(unsigned blocks, bool meta);
+// B ([E, N, K], K dense, elements of es bytes) as the tile's TMA map: a 3-D box of one 128-byte
+// k-tile row by 256 rows of one expert, 128-byte swizzle.
+TensorMapDesc ws_b_map(const Tensor& b, std::int64_t es);
 inline bool naive(const SortedLayoutArgs& l) { return !l.sorted_token_ids.has_value(); }
 // EM: sorted_token_ids' length, or num_valid in the naive layout.
 inline std::int64_t em_of(const SortedLayoutArgs& l, std::int64_t num_valid) {

@@ -15,7 +15,6 @@
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
 #include "kernels/common/value_classes.h"
-#include "warmup/device.h"
 #include "warmup/domain.h"
 #include "warmup/source_set.h"
 
@@ -32,10 +31,10 @@ using expert_gemm::ceil_div;
 using expert_gemm::kMaxSharedBytes;
 std::int64_t block_k_of(DType d) { return kRowBytes / dtype_size(d); }
 // The warp-specialised tile (device/gemm_ws.cuh): 128 x 256, 3 warpgroups, TMA, persistent grid.
-constexpr std::int64_t kWsWarps = 12;
-constexpr std::int64_t kWsBlockM = 128, kWsBlockN = 256;
-constexpr unsigned kFallbackSms = 132;  // an H200's multiprocessors: the grid bound without a device
-bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
+using expert_gemm::kWsBlockM;
+using expert_gemm::kWsBlockN;
+using expert_gemm::kWsWarps;
+using expert_gemm::warp_specialised;
 std::int64_t shared_bytes(const FusedMoeTile& t) {
   if (warp_specialised(t)) return 1024 + t.stages * (kWsBlockM + kWsBlockN) * kRowBytes + t.stages * 16;  // gemm_ws.cuh
   return t.stages * (t.block_m + t.block_n) * kRowBytes + t.block_m * 4;
@@ -43,14 +42,9 @@ std::int64_t shared_bytes(const FusedMoeTile& t) {
 
 // Why a tile cannot run, or "" (the warp layout rule of device/gemm.cuh's Tile).
 std::string tile_problem(const FusedMoeTile& t, DType dtype) {
-  if (warp_specialised(t)) {
-    if (t.block_m != kWsBlockM || t.block_n != kWsBlockN)
-      return str_cat("warps 12 (the warp-specialised tile) needs block 128x256, not ", t.block_m, "x", t.block_n);
-    if (dtype != DType::bf16 && dtype != DType::f16 && dtype != DType::f8e4m3)
-      return str_cat("warps 12 (the warp-specialised tile) takes bf16, f16 or f8e4m3 operands, not ", dtype);
-  } else if (t.block_n == kWsBlockN) {
-    return "block_n 256 is the warp-specialised tile's: it needs warps 12";
-  }
+  if (const std::string p = expert_gemm::ws_shape_problem(t); !p.empty()) return p;
+  if (warp_specialised(t) && dtype != DType::bf16 && dtype != DType::f16 && dtype != DType::f8e4m3)
+    return str_cat("warps 12 (the warp-specialised tile) takes bf16, f16 or f8e4m3 operands, not ", dtype);
   const std::string shape =
       expert_gemm::tile_shape_problem(t, {64, 128, 256}, block_k_of(dtype),
                                       str_cat(" for ", dtype, " (one 128-byte row)"), {4, 8, 12}, !warp_specialised(t));
@@ -453,18 +447,8 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   s.grid = {expert_gemm::grid_blocks(a, num_valid, n, tile), 1, 1};
   std::optional<TensorMapDesc> b_map;
   if (warp_specialised(tile)) {
-    // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
-    // which never runs, does not ask the device).
-    const unsigned sms = a.a.is_meta() ? kFallbackSms : device_multiprocessors(kFallbackSms);
-    s.grid[0] = std::min(s.grid[0], sms);
-    const std::int64_t es = dtype_size(a.a.dtype()), elems = kRowBytes / es;
-    auto u64 = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    b_map = TensorMapDesc{&a.b,
-                          3,
-                          {u64(k), u64(n), u64(a.b.size(0))},
-                          {u64(a.b.stride(1) * es), u64(a.b.stride(0) * es)},
-                          {static_cast<std::uint32_t>(elems), static_cast<std::uint32_t>(kWsBlockN), 1},
-                          128};
+    s.grid[0] = expert_gemm::persistent_grid(s.grid[0], a.a.is_meta());
+    b_map = expert_gemm::ws_b_map(a.b, dtype_size(a.a.dtype()));
   }
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));

@@ -9,7 +9,6 @@
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
 #include "kernels/common/value_classes.h"
-#include "warmup/device.h"
 #include "warmup/domain.h"
 
 namespace warmkey {
@@ -26,10 +25,11 @@ constexpr std::int64_t kScaleGroup = 16;                 // elements per e4m3 sc
 // The warp-specialised tile (nvfp4_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups,
 // persistent grid; per stage 128 A rows and 256 decoded B rows of 128 bytes, plus two k-tiles of
 // raw weights (256 x 32 packed bytes + 256 x 4 scales each) and the byte table.
-constexpr std::int64_t kWsWarps = 12, kWsBlockM = 128, kWsBlockN = 256;
+using expert_gemm::kWsBlockM;
+using expert_gemm::kWsBlockN;
+using expert_gemm::kWsWarps;
+using expert_gemm::warp_specialised;
 constexpr std::int64_t kWsRawBytes = kWsBlockN * (kBlockK / 2 + kBlockK / kScaleGroup);
-constexpr unsigned kFallbackSms = 132;  // an H200's multiprocessors: the grid bound without a device
-bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
 constexpr std::initializer_list<DType> kActDTypes = {DType::bf16, DType::f16};
 using expert_gemm::ceil_div;
 using expert_gemm::kMaxSharedBytes;
@@ -70,12 +70,7 @@ std::string nvfp4_moe_tile_problem(const FusedMoeTile& t) {
     if (t.group_m < 1 || t.group_m > 64) return str_cat("group_m ", t.group_m, " is outside [1, 64]");
     return "";
   }
-  if (warp_specialised(t)) {
-    if (t.block_m != kWsBlockM || t.block_n != kWsBlockN)
-      return str_cat("warps 12 (the warp-specialised tile) needs block 128x256, not ", t.block_m, "x", t.block_n);
-  } else if (t.block_n == kWsBlockN) {
-    return "block_n 256 is the warp-specialised tile's: it needs warps 12";
-  }
+  if (const std::string p = expert_gemm::ws_shape_problem(t); !p.empty()) return p;
   const std::string shape = expert_gemm::tile_shape_problem(
       t, {64, 128, 256}, kBlockK, " (one 128-byte row of bf16/f16)", {4, 8, 12}, !warp_specialised(t));
   if (!shape.empty()) return shape;
@@ -245,8 +240,7 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
   s.grid = {expert_gemm::grid_blocks(a, num_valid, n, tile), 1, 1};
   // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
   // which never runs, does not ask the device).
-  if (warp_specialised(tile))
-    s.grid[0] = std::min(s.grid[0], a.a.is_meta() ? kFallbackSms : device_multiprocessors(kFallbackSms));
+  if (warp_specialised(tile)) s.grid[0] = expert_gemm::persistent_grid(s.grid[0], a.a.is_meta());
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(nvfp4_moe_shared_bytes(tile));
   // The warp-specialised tile reads N, K and TOP_K at run time (0 in the key: W13 and W2 share one
