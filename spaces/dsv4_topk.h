@@ -1,4 +1,5 @@
-// The runtime input space of dsv4_topk under a config: T in [0, max batched tokens], logits
+// The runtime input space of dsv4_topk under a config: T in [0, max batched tokens] (a mark at the
+// thread-per-row threshold), logits
 // [T, E] with a padded row stride or not and any element alignment; VL on (bias_vl and the
 // config's sentinel window, or bias_vl with no sentinel) only with vision, VL off with or without a sentinel id; hash
 // routing when the model has hash layers (with or without the unused bias); padding rows; PDL on or off; top-k ids in
@@ -21,11 +22,15 @@ struct Dsv4TopkSpace {
     using F = ConfigField;
     return {{fields_of({F::scoring_func, F::index_dtypes, F::vision, F::num_hash_layers, F::n_routed_experts,
                         F::num_experts_per_tok, F::norm_topk_prob}),
-             fields_of({F::image_sentinel_lo}), nullptr, kMegamoeBackend}};
+             fields_of({F::image_sentinel_lo}), &projection_tokens, kMegamoeBackend}};
+  }
+  // M only as whether a batch reaches the thread-per-row threshold.
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    key_bytes::put(out, c.max_num_batched_tokens >= kDsv4TopkRowPerThreadTokens);
   }
 
   static Args draw(Draw& d, const ModelConfig& c) {
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens);
+    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, {kDsv4TopkRowPerThreadTokens});
     const std::int64_t e = c.n_routed_experts, k = c.num_experts_per_tok;
     const std::vector<DType> index_dtypes = routing_index_dtypes(c);
     Args a;
