@@ -4,7 +4,7 @@
 #include "device/routing.cuh"
 
 // NOTES:
-// - One warp per token row, DSV4_TOPK_ROWS_PER_BLOCK rows per block. A lane owns kSlots experts:
+// - One warp per token row (THREAD_ROWS = 0), DSV4_TOPK_ROWS_PER_BLOCK rows per block. A lane owns kSlots experts:
 //   e = (i / G) * 32G + lane * G + i % G for slot i, with G = 4 when BLOCK_N >= 128 (an aligned
 //   row is read with 16-byte loads) and G = 1 otherwise; kSlots = ceil(E / 32G) * G (E = 384 reads
 //   12 slots a lane, not BLOCK_N / 32 = 16).
@@ -56,6 +56,30 @@
 //   wait returns at once, and launch_dependents only lets a PDL-launched successor be scheduled
 //   early, which that successor's own wait makes safe. One binary serves both values (half the
 //   NVRTC work of this kernel; docs/PERFORMANCE.md, "PDL fold").
+// - Thread per row (THREAD_ROWS = R > 0: prefill, T >= kDsv4TopkRowPerThreadTokens, E % 32 == 0,
+//   K <= 16; the thresholds are starting points the GPU A/B sets). The warp path issues about 1,200
+//   warp instructions per row (its chains of warp-wide steps); here a thread ranks its row alone.
+//   Rows are staged 32 experts at a time ([R][36] floats per chunk, double-buffered 16-byte
+//   cp.async, 8 threads per row's 128 bytes; 4-byte copies when a row start is misaligned; rows that
+//   rank nothing (padding, hash, past T) are not copied), the biases once per block. Pass 1 keeps,
+//   per group of G = 8 experts (16 above 512), vmax = max(s~ + b) and mmax = max(s~ + |b|) with the
+//   estimate above (NaN ignored); dmax = 1e-3 (1 + mmax) is at least every expert's slack d, so
+//   glo = vmax - dmax is below the value of the group's best expert and ghi = vmax + dmax above the
+//   value of each (rounding is monotone). cut = the (K+1)-th largest glo (a sorted register array
+//   of K + 1): K + 1 groups hold an expert at or above it. Pass 2 reloads (L2) the groups with
+//   ghi >= cut and lists their experts with v + d >= cut, exactly the warp path's test, (id, logit)
+//   into the thread's two chunk areas (35 entries; more: float64 over every expert that passes the
+//   test). The float32 ranking, the separation test (mag bracketed by max mmax +- its slack) and
+//   the float64 ranking are the warp path's over the same candidates, ties to the lowest id (the
+//   list ascends in id; insertion keeps an equal value below). The estimate drops the finiteness
+//   test: ex2/lg2/rsqrt .approx.ftz (only subnormal results differ: a flushed e^x < 2^-126 changes
+//   s by < 1.1e-19), sp = max.NaN(lg, x) (x above 20, never farther from softplus(x) > x than lg
+//   below it, NaN for NaN) and the rsqrt argument clamped to [1e-30, FLT_MAX] give NaN, +inf and 0
+//   for NaN, +inf and -inf logits; a NaN v (NaN logit or bias, inf - inf) is ignored by the maxima,
+//   an infinite one gets an infinite slack, and when cut <= -1e30 (a NaN's -1e30 could matter)
+//   every expert is a candidate. Padding rows skip the ranking (-1 / 0 as before). Per row at
+//   E = 256, K = 6 (sm_90a SASS): pass 1 about 18 instructions an expert, pass 2 about 30 per
+//   expert of a reloaded group (docs/PERFORMANCE.md).
 #define DSV4_TOPK_ROWS_PER_BLOCK 4
 
 namespace dsv4_topk_detail {
@@ -270,7 +294,8 @@ __device__ __forceinline__ void finish_row(T w, int id, long long t, float scale
 
 inline constexpr int kChunk = 32;        // experts per staged chunk of a row
 inline constexpr int kChunkStride = 36;  // floats per row per chunk buffer: float4 reads conflict-free
-inline constexpr int kListCap = 36;      // a thread's candidate (id, logit) entries: its two chunk areas
+inline constexpr int kListCap = 35;      // a thread's candidate (id, logit) entries: its two chunk areas
+                                         // of 36 floats, the last entry a scratch slot
 
 // score_estimate's approximations with .ftz: the same instructions without the subnormal fix-ups.
 __device__ __forceinline__ float ex2_ftz(float x) {
@@ -387,19 +412,20 @@ __device__ __forceinline__ void load_group(const float* p, bool vec, float (&x)[
   }
 }
 
-// Calls f(e, x) for every expert e of the thread's row (logit x) whose upper bound v + d reaches
-// the cut, in ascending e: the groups whose ghi reaches it (every group and expert when cut_low),
-// two groups' loads in flight at a time.
-template <int kExperts, int kRows, class F>
-__device__ __forceinline__ void for_each_candidate(const float* row, bool vec, const float* bsm, const float* ghi,
-                                                   float cut, bool cut_low, F&& f) {
+// Lists (e, x) for every expert e of the thread's row (logit x) whose upper bound v + d reaches the
+// cut, in ascending e (the first kListCap; returns how many): the groups whose ghi reaches it
+// (every group and expert when cut_low), two groups' loads in flight at a time. Branch-free: each
+// expert is written at the next free slot, which only a candidate keeps.
+template <int kExperts, int kRows>
+__device__ __forceinline__ int collect_candidates(const float* row, bool vec, const float* bsm, const float* ghi,
+                                                  float cut, bool cut_low, int* list_id, float* list_x) {
   using L = RowsLayout<kExperts, kRows>;
   constexpr int G = L::kGroup;
   unsigned long long mask = 0;
-#pragma unroll 8
-  for (int g = 0; g < L::kGroups; ++g) {
-    if (cut_low || ghi[g * kRows] >= cut) mask |= 1ull << g;
-  }
+#pragma unroll
+  for (int g = 0; g < L::kGroups; ++g)
+    mask |= static_cast<unsigned long long>(cut_low | (ghi[g * kRows] >= cut)) << g;
+  int count = 0;
 #pragma unroll 1
   while (mask != 0) {
     int gs[2];
@@ -420,10 +446,13 @@ __device__ __forceinline__ void for_each_candidate(const float* row, bool vec, c
         const int e = gs[u] * G + j;
         const float b = bsm[e], s = score_estimate_rows(xs[u][j]);
         const float d = fmaf(s + fabsf(b), 1e-3f, 1e-3f);
-        if (cut_low || (s + b) + d >= cut) f(e, xs[u][j]);
+        const int slot = min(count, kListCap);  // the scratch slot past the cap (the list is then dropped)
+        list_id[slot] = e, list_x[slot] = xs[u][j];
+        count += static_cast<int>(cut_low | ((s + b) + d >= cut));
       }
     }
   }
+  return count;
 }
 
 // Renormalises (when asked and the sum is positive), scales and writes the K picks of a row.
@@ -628,11 +657,7 @@ __device__ __forceinline__ void topk_rows(const typename S::logits_t* logits, co
   const bool cut_low = cut <= kNanSelection;  // a NaN's value may matter: every expert is a candidate
   int* list_id = reinterpret_cast<int*>(rows_smem + tid * kChunkStride);
   float* list_x = rows_smem + L::kBuffer + tid * kChunkStride;
-  int count = 0;
-  for_each_candidate<kExperts, kRows>(row, vec, bsm, ghi, cut, cut_low, [&](int e, float x) {
-    if (count < kListCap) list_id[count] = e, list_x[count] = x;
-    ++count;
-  });
+  const int count = collect_candidates<kExperts, kRows>(row, vec, bsm, ghi, cut, cut_low, list_id, list_x);
 
   // The float32 ranking of the candidates: the K + 1 largest (key, id) with their scores, then the
   // separation test against both ends of the mag bracket (NOTES).
