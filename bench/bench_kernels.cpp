@@ -257,7 +257,8 @@ std::int64_t dsv4_topk_path() {
     const int rows = std::atoi(std::string(text.substr(7)).c_str());
     if (rows >= 32 && rows % 32 == 0) return rows;
   }
-  throw InputError(str_cat("WARMKEY_BENCH_DSV4_TOPK_PATH: '", text, "' is not warp, thread or thread:<R> (R a multiple of 32)"));
+  throw InputError(
+      str_cat("WARMKEY_BENCH_DSV4_TOPK_PATH: '", text, "' is not warp, thread or thread:<R> (R a multiple of 32)"));
 }
 
 void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const BenchKernel& sizes, std::int64_t tokens) {
@@ -290,9 +291,11 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
     launches.push_back({p.bound, p.spec});
   }
   const double bytes = sizes.bytes(c), flops = sizes.flops(c);
-  const std::string path = topk_rows < 0 ? std::string() : topk_rows == 0 ? " warp-per-row" : str_cat(" rows ", topk_rows);
-  const std::string figure = str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(), path,
-                                     " (", c.label, ")");
+  const std::string path = topk_rows < 0    ? std::string()
+                           : topk_rows == 0 ? " warp-per-row"
+                                            : str_cat(" rows ", topk_rows);
+  const std::string figure =
+      str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(), path, " (", c.label, ")");
   const double seconds = time_launches(state, launches, bytes, copy_bandwidth_gbs(), figure);
   if (const char* check = std::getenv("WARMKEY_BENCH_CHECK"); check != nullptr && std::string_view(check) == "1") {
     equivalence::NumericCase ref = c;

@@ -186,19 +186,19 @@ CompileKey Dsv4Topk::dispatch(const Args& a) const {
   // Field order as warmup_keys declares it.
   const std::int64_t e = a.logits.size(1);
   const bool vl = dsv4_topk_has_vl(a);
-  return CompileKey(std::string(kName), {{"num_experts", e},
-                                         {"block_n", dsv4_topk_block_n(e)},
-                                         {"top_k", a.weights.size(1)},
-                                         {"ids_dtype", a.ids.dtype()},
-                                         {"has_vl", vl},
-                                         {"sentinel_lo", vl ? rep(a.sentinel_lo) : 0},
-                                         {"has_hash", a.tid2eid.has_value()},
-                                         {"has_padding", a.num_unpadded.has_value()},
-                                         {"renormalize", a.renormalize},
-                                         {"launch_pdl", a.launch_pdl},
-                                         {"logits_aligned", a.logits.aligned16()},
-                                         {"row_per_thread", dsv4_topk_row_per_thread(
-                                                                a.logits.size(0), e, a.weights.size(1))}});
+  return CompileKey(std::string(kName),
+                    {{"num_experts", e},
+                     {"block_n", dsv4_topk_block_n(e)},
+                     {"top_k", a.weights.size(1)},
+                     {"ids_dtype", a.ids.dtype()},
+                     {"has_vl", vl},
+                     {"sentinel_lo", vl ? rep(a.sentinel_lo) : 0},
+                     {"has_hash", a.tid2eid.has_value()},
+                     {"has_padding", a.num_unpadded.has_value()},
+                     {"renormalize", a.renormalize},
+                     {"launch_pdl", a.launch_pdl},
+                     {"logits_aligned", a.logits.aligned16()},
+                     {"row_per_thread", dsv4_topk_row_per_thread(a.logits.size(0), e, a.weights.size(1))}});
 }
 
 Dsv4TopkArgs Dsv4Topk::warmup_inputs(const CompileKey& key) const {
@@ -281,8 +281,8 @@ std::string Dsv4Topk::describe(const Args& a) const {
                  " ids=", a.ids.meta(), " sentinel_lo=", a.sentinel_lo, " vocab_size=", a.vocab_size,
                  " num_unpadded=", a.num_unpadded ? std::to_string(*a.num_unpadded) : std::string("none"),
                  " renormalize=", a.renormalize, " routed_scaling_factor=", a.routed_scaling_factor,
-                 " launch_pdl=", a.launch_pdl, " row_per_thread=",
-                 dsv4_topk_row_per_thread(a.logits.size(0), a.logits.size(1), a.weights.size(1)));
+                 " launch_pdl=", a.launch_pdl,
+                 " row_per_thread=", dsv4_topk_row_per_thread(a.logits.size(0), a.logits.size(1), a.weights.size(1)));
 }
 
 }  // namespace warmkey

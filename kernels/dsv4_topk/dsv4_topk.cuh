@@ -289,7 +289,6 @@ __device__ __forceinline__ void finish_row(T w, int id, long long t, float scale
   }
 }
 
-
 // ---- the thread-per-row path (THREAD_ROWS = R > 0: NOTES, "Thread per row") -------------------
 
 inline constexpr int kChunk = 32;        // experts per staged chunk of a row
@@ -336,11 +335,11 @@ struct RowsLayout {
   static constexpr int kGroup = kExperts <= 512 ? 8 : 16;  // experts per group: <= 64 groups
   static constexpr int kGroups = kExperts / kGroup;
   static constexpr int kChunks = kExperts / kChunk;
-  static constexpr int kBuffer = kRows * kChunkStride;    // one chunk buffer, [row][36]
-  static constexpr int kGhi = 2 * kBuffer;                // [group][row]: each group's upper bound
-  static constexpr int kBias = kGhi + kGroups * kRows;    // [E]
-  static constexpr int kBiasVl = kBias + kExperts + 4;    // [E], 4 floats on: other banks
-  static constexpr int kFlags = kBiasVl + kExperts + 4;   // [row]: the row's logits are staged
+  static constexpr int kBuffer = kRows * kChunkStride;   // one chunk buffer, [row][36]
+  static constexpr int kGhi = 2 * kBuffer;               // [group][row]: each group's upper bound
+  static constexpr int kBias = kGhi + kGroups * kRows;   // [E]
+  static constexpr int kBiasVl = kBias + kExperts + 4;   // [E], 4 floats on: other banks
+  static constexpr int kFlags = kBiasVl + kExperts + 4;  // [row]: the row's logits are staged
   static constexpr int kFloats = kFlags + kRows;
   static_assert(kExperts % kChunk == 0 && kChunk % kGroup == 0 && kGroups <= 64, "dsv4_topk: E % 32 == 0");
   static_assert(kRows % 32 == 0, "dsv4_topk: whole warps of rows");
@@ -391,7 +390,7 @@ __device__ __forceinline__ void bound_chunk(const float* xr, const float* br, fl
       }
     }
     const float dmax = fmaf(mmax, 1e-3f, 1e-3f);
-    ghi[g * kRows] = vmax + dmax;                        // NaN (-inf + inf): only cut_low scans the group
+    ghi[g * kRows] = vmax + dmax;                           // NaN (-inf + inf): only cut_low scans the group
     insert_desc(top, fmaxf(vmax - dmax, wk::neg_inf_f()));  // NaN (inf - inf) -> -inf
     mmax_row = fmaxf(mmax_row, mmax);
   }
@@ -423,8 +422,7 @@ __device__ __forceinline__ int collect_candidates(const float* row, bool vec, co
   constexpr int G = L::kGroup;
   unsigned long long mask = 0;
 #pragma unroll
-  for (int g = 0; g < L::kGroups; ++g)
-    mask |= static_cast<unsigned long long>(cut_low | (ghi[g * kRows] >= cut)) << g;
+  for (int g = 0; g < L::kGroups; ++g) mask |= static_cast<unsigned long long>(cut_low | (ghi[g * kRows] >= cut)) << g;
   int count = 0;
 #pragma unroll 1
   while (mask != 0) {
@@ -522,15 +520,12 @@ __device__ __noinline__ void finish_row_f64(const float* row, const float* bsm, 
 
 // One thread per token row: R rows per block, staged a chunk of 32 experts at a time (NOTES).
 template <class S>
-__device__ __forceinline__ void topk_rows(const typename S::logits_t* logits, const typename S::bias_t* bias,
-                                          const typename S::bias_vl_t* bias_vl,
-                                          const typename S::input_ids_t* input_ids,
-                                          const typename S::tid2eid_t* tid2eid, typename S::weights_t* weights,
-                                          typename S::ids_t* ids, typename S::num_tokens_t num_tokens,
-                                          typename S::logits_stride_t logits_stride,
-                                          typename S::sentinel_lo_t sentinel_lo, typename S::vocab_size_t vocab_size,
-                                          typename S::num_unpadded_t num_unpadded,
-                                          typename S::routed_scaling_factor_t routed_scaling_factor) {
+__device__ __forceinline__ void topk_rows(
+    const typename S::logits_t* logits, const typename S::bias_t* bias, const typename S::bias_vl_t* bias_vl,
+    const typename S::input_ids_t* input_ids, const typename S::tid2eid_t* tid2eid, typename S::weights_t* weights,
+    typename S::ids_t* ids, typename S::num_tokens_t num_tokens, typename S::logits_stride_t logits_stride,
+    typename S::sentinel_lo_t sentinel_lo, typename S::vocab_size_t vocab_size, typename S::num_unpadded_t num_unpadded,
+    typename S::routed_scaling_factor_t routed_scaling_factor) {
   constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
   constexpr int kTopK = static_cast<int>(S::TOP_K);
   constexpr int kRows = static_cast<int>(S::THREAD_ROWS);
@@ -790,7 +785,7 @@ __global__ void __launch_bounds__(S::THREAD_ROWS > 0 ? S::THREAD_ROWS : 32 * DSV
     bool vec = false;
     if constexpr (L::kGroup == 4 && kExperts % 4 == 0) vec = wk::aligned16(logits) && (logits_stride % 4) == 0;
     if (vec) {
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < L::kSlots / 4; ++j) {
         const int e = L::expert(4 * j, lane);
         float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -801,7 +796,7 @@ __global__ void __launch_bounds__(S::THREAD_ROWS > 0 ? S::THREAD_ROWS : 32 * DSV
         sm.x[(4 * j + 3) * 32 + lane] = q.w;
       }
     } else {
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < L::kSlots; ++i) {
         const int e = L::expert(i, lane);
         sm.x[i * 32 + lane] = e < kExperts ? __ldcs(row + e) : 0.0f;

@@ -41,8 +41,8 @@ inline constexpr std::int64_t kDsv4RowsPerBlock = 4;   // one warp per row (dsv4
 // per row. NOTES: both constants are starting points; the GPU A/B (bench_kernels,
 // WARMKEY_BENCH_DSV4_TOPK_PATH) sets them.
 inline constexpr std::int64_t kDsv4TopkRowPerThreadTokens = 4096;
-inline constexpr std::int64_t kDsv4TopkThreadRows = 128;     // R: threads (rows) per block
-inline constexpr std::int64_t kDsv4TopkThreadMaxTopK = 16;   // K + 1 picks in registers
+inline constexpr std::int64_t kDsv4TopkThreadRows = 128;       // R: threads (rows) per block
+inline constexpr std::int64_t kDsv4TopkThreadMaxTopK = 16;     // K + 1 picks in registers
 inline constexpr std::int64_t kDsv4TopkThreadExpertStep = 32;  // E % 32 == 0: whole staged chunks
 
 // next_pow2(E): the padded expert count the device template's lanes cover.

@@ -647,8 +647,8 @@ TEST(Dsv4TopkKey, rowPerThreadFromTheThresholdAndItChangesTheBinary) {
   EXPECT_NE(js.signature_text().find("THREAD_ROWS=0"), std::string::npos) << js.signature_text();
   const LaunchSpec sb = kKernel.launch_spec(big), ss = kKernel.launch_spec(small);
   EXPECT_EQ(sb.block[0], static_cast<unsigned>(kDsv4TopkThreadRows));
-  EXPECT_EQ(sb.grid[0], static_cast<unsigned>((kDsv4TopkRowPerThreadTokens + kDsv4TopkThreadRows - 1) /
-                                              kDsv4TopkThreadRows));
+  EXPECT_EQ(sb.grid[0],
+            static_cast<unsigned>((kDsv4TopkRowPerThreadTokens + kDsv4TopkThreadRows - 1) / kDsv4TopkThreadRows));
   // RowsLayout at E = 256, R = 128: chunk buffers 2 x 128 x 36, group bounds 32 x 128, two biases
   // of 260, a flag per row (floats).
   EXPECT_EQ(sb.shared_bytes, 4u * (2 * 128 * 36 + 32 * 128 + 2 * 260 + 128));

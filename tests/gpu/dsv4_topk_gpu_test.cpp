@@ -64,7 +64,8 @@ std::vector<equivalence::Dsv4TopkCase> all_cases() {
   for (std::int64_t t : {kDsv4TopkRowPerThreadTokens, kDsv4TopkRowPerThreadTokens + 77}) {
     for (std::int64_t e : {256, 384}) {
       for (bool aligned : {true, false}) {
-        for (Mode mode : {kPlain, kVl, kHash, kPadded}) cases.push_back(make(t, e, e == 384 ? 8 : 6, mode, aligned, cases.size()));
+        for (Mode mode : {kPlain, kVl, kHash, kPadded})
+          cases.push_back(make(t, e, e == 384 ? 8 : 6, mode, aligned, cases.size()));
       }
     }
   }
