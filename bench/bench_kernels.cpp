@@ -10,6 +10,9 @@
 // passes the HBM peak or a FLOP/s figure the tensor-core peak. Benchmark names: <kernel>/T:<tokens>.
 // WARMKEY_BENCH_GRID=<kernel>=<blocks> launches one kernel on a grid of that many blocks instead of
 // its contract's (an A/B of a grid heuristic with the same binary, for kernels that serve any grid).
+// WARMKEY_BENCH_DSV4_TOPK_PATH=warp|thread|thread:<R> runs dsv4_topk on one path whatever T (one warp
+// per row; one thread per row in blocks of kDsv4TopkThreadRows or R rows): the A/B that sets
+// kDsv4TopkRowPerThreadTokens and kDsv4TopkThreadRows (dsv4_topk.h), labelled in the figure.
 // WARMKEY_BENCH_CHECK=1 also checks what was timed: after the timed launches the outputs of the
 // first input set are compared with the oracle's reference, computed here on the host (slow for the
 // GEMMs at serving sizes: meant for a filtered run, an A/B of a grid or of WARMKEY_BENCH_DEFINES);
@@ -27,6 +30,7 @@
 
 #include "bench/bench_util.h"
 #include "equivalence/kernel_table.h"
+#include "kernels/dsv4_topk/dsv4_topk.h"
 
 namespace warmkey::bench {
 namespace {
@@ -241,6 +245,22 @@ unsigned grid_override(std::string_view kernel) {
   return static_cast<unsigned>(blocks);
 }
 
+// The THREAD_ROWS WARMKEY_BENCH_DSV4_TOPK_PATH asks for (0: one warp per row), or -1 (unset: the
+// contract's heuristic).
+std::int64_t dsv4_topk_path() {
+  const char* v = std::getenv("WARMKEY_BENCH_DSV4_TOPK_PATH");
+  if (v == nullptr || *v == '\0') return -1;
+  const std::string_view text(v);
+  if (text == "warp") return 0;
+  if (text == "thread") return kDsv4TopkThreadRows;
+  if (text.starts_with("thread:")) {
+    const int rows = std::atoi(std::string(text.substr(7)).c_str());
+    if (rows >= 32 && rows % 32 == 0) return rows;
+  }
+  throw InputError(
+      str_cat("WARMKEY_BENCH_DSV4_TOPK_PATH: '", text, "' is not warp, thread or thread:<R> (R a multiple of 32)"));
+}
+
 void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const BenchKernel& sizes, std::int64_t tokens) {
   if (!device_or_skip(state)) return;
   const ModelConfig config = load_config(sizes.config);
@@ -261,13 +281,21 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
   // not a key field: an A/B of the grid heuristic with the same binary, where the kernel serves any
   // grid; moe_align's does, moe_align.cuh NOTES).
   const unsigned grid = grid_override(row->name);
+  const std::int64_t topk_rows = row->name == "dsv4_topk" ? dsv4_topk_path() : -1;
   for (equivalence::PreparedLaunch& p : prepared) {
+    if (topk_rows >= 0) {  // the same Args on the path asked for
+      p.spec = Dsv4Topk::launch_spec_with(*static_cast<const Dsv4TopkArgs*>(p.args.get()), topk_rows);
+      p.bound = bind(Dsv4Topk::kernel_def(), p.spec);
+    }
     if (grid > 0) p.spec.grid[0] = grid;
     launches.push_back({p.bound, p.spec});
   }
   const double bytes = sizes.bytes(c), flops = sizes.flops(c);
+  const std::string path = topk_rows < 0    ? std::string()
+                           : topk_rows == 0 ? " warp-per-row"
+                                            : str_cat(" rows ", topk_rows);
   const std::string figure =
-      str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(), " (", c.label, ")");
+      str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(), path, " (", c.label, ")");
   const double seconds = time_launches(state, launches, bytes, copy_bandwidth_gbs(), figure);
   if (const char* check = std::getenv("WARMKEY_BENCH_CHECK"); check != nullptr && std::string_view(check) == "1") {
     equivalence::NumericCase ref = c;

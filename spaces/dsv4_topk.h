@@ -1,4 +1,5 @@
-// The runtime input space of dsv4_topk under a config: T in [0, max batched tokens], logits
+// The runtime input space of dsv4_topk under a config: T in [0, max batched tokens] (both sides of
+// the thread-per-row threshold), logits
 // [T, E] with a padded row stride or not and any element alignment; VL on (bias_vl and the
 // config's sentinel window, or bias_vl with no sentinel) only with vision, VL off with or without a sentinel id; hash
 // routing when the model has hash layers (with or without the unused bias); padding rows; PDL on or off; top-k ids in
@@ -21,11 +22,22 @@ struct Dsv4TopkSpace {
     using F = ConfigField;
     return {{fields_of({F::scoring_func, F::index_dtypes, F::vision, F::num_hash_layers, F::n_routed_experts,
                         F::num_experts_per_tok, F::norm_topk_prob}),
-             fields_of({F::image_sentinel_lo}), nullptr, kMegamoeBackend}};
+             fields_of({F::image_sentinel_lo}), &projection_tokens, kMegamoeBackend}};
+  }
+  // M only as whether a batch reaches the thread-per-row threshold.
+  static void projection_tokens(const ModelConfig& c, std::string& out) {
+    key_bytes::put(out, c.max_num_batched_tokens >= kDsv4TopkRowPerThreadTokens);
   }
 
   static Args draw(Draw& d, const ModelConfig& c) {
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens);
+    // T is no key field (do_not_specialize) but picks the path: below the threshold its value classes
+    // (T = 0 launches nothing; the mark at the last warp-per-row size), from it one class (with num_unpadded's one
+    // class, the enumeration stays under the certificate's cap of 200,000 classes).
+    const std::int64_t thr = kDsv4TopkRowPerThreadTokens, m = c.max_num_batched_tokens;
+    const std::int64_t t = m >= thr && d.flag("prefill")
+                               ? thr + static_cast<std::int64_t>(d.pick_within_class(
+                                           "num_tokens_past_threshold", static_cast<std::size_t>(m - thr + 1)))
+                               : d.integer("num_tokens", 0, std::min(m, thr - 1), {thr - 1});
     const std::int64_t e = c.n_routed_experts, k = c.num_experts_per_tok;
     const std::vector<DType> index_dtypes = routing_index_dtypes(c);
     Args a;
@@ -55,7 +67,9 @@ struct Dsv4TopkSpace {
     }
     if (vl || hash || d.flag("unused_input_ids"))
       a.input_ids = Tensor::meta(DType::i32, {t}, d.align("input_ids", DType::i32));
-    if (d.flag("padding")) a.num_unpadded = d.integer("num_unpadded", 0, t);
+    // num_unpadded is no key field either (has_padding is): one class, any count in [0, T].
+    if (d.flag("padding"))
+      a.num_unpadded = static_cast<std::int64_t>(d.pick_within_class("num_unpadded", static_cast<std::size_t>(t + 1)));
     a.renormalize = c.norm_topk_prob;
     a.routed_scaling_factor = c.routed_scaling_factor;
     a.launch_pdl = d.flag("launch_pdl");

@@ -42,6 +42,31 @@ class WarmupOnlyAlignedLogits : public Wrap<Dsv4TopkArgs> {
   }
 };
 
+// #11: warmup never enumerates the thread-per-row side of the T heuristic (prefill batches of
+// T >= kDsv4TopkRowPerThreadTokens then compile at serving time).
+class WarmupDropsRowPerThread : public Wrap<Dsv4TopkArgs> {
+ public:
+  using Wrap::Wrap;
+  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
+    std::vector<CompileKey> keys;
+    for (const auto& k : real().warmup_keys(c)) {
+      if (!k.get_bool("row_per_thread")) keys.push_back(k);
+    }
+    return keys;
+  }
+};
+
+// #0: dispatch takes the wrong side of the threshold (T > instead of T >=): at T = threshold the key
+// names the warp binary while launch_spec runs the thread-per-row one.
+class DispatchThresholdOffByOne : public Wrap<Dsv4TopkArgs> {
+ public:
+  using Wrap::Wrap;
+  CompileKey dispatch(const Args& a) const override {
+    const CompileKey k = real().dispatch(a);
+    return k.with("row_per_thread", k.get_bool("row_per_thread") && a.logits.size(0) > kDsv4TopkRowPerThreadTokens);
+  }
+};
+
 // #2: warmup declares the EPLB maps (replica counts, logical-to-physical) as i32; runtime passes i64.
 class WarmupMapsI32 : public Wrap<EplbMapArgs> {
  public:
@@ -116,6 +141,22 @@ std::vector<Mutant> dsv4_topk_mutants() {
        "",
        false,
        make_mutant<WarmupOnlyAlignedLogits>()},
+      {"dsv4_topk.warmup_drops_row_per_thread",
+       "dsv4_topk",
+       11,
+       "warmup_keys never enumerates the thread-per-row path (T >= kDsv4TopkRowPerThreadTokens)",
+       {"P4"},
+       "",
+       false,
+       make_mutant<WarmupDropsRowPerThread>()},
+      {"dsv4_topk.dispatch_threshold_off_by_one",
+       "dsv4_topk",
+       0,
+       "dispatch puts row_per_thread = T > threshold in the key while launch_spec takes T >= threshold",
+       {"P1", "P3"},
+       "",
+       false,
+       make_mutant<DispatchThresholdOffByOne>()},
   };
 }
 

@@ -34,8 +34,10 @@ std::optional<float> logit_for(double target, float b) {
 }
 
 // One logits row of a kind drawn at random; `bias` is the row's selection bias (none on hash rows).
+// plus_inf: +inf logits too (renormalised weights only: inf / inf is the NaN the reference writes
+// too; unrenormalised an infinite weight would fail every comparison).
 void fill_row(spaces::CaseRng& rng, HostTensor& logits, std::int64_t t, std::int64_t e, std::int64_t stride,
-              std::int64_t k, const HostTensor* bias) {
+              std::int64_t k, const HostTensor* bias, bool plus_inf) {
   const std::int64_t base = t * stride;
   const double kind = rng.uniform(0, 1);
   for (std::int64_t i = 0; i < e; ++i) logits.set_float(base + i, static_cast<float>(rng.uniform(-4, 4)));
@@ -65,6 +67,10 @@ void fill_row(spaces::CaseRng& rng, HostTensor& logits, std::int64_t t, std::int
     const std::int64_t n = std::min<std::int64_t>(e, rng.uniform_int(4, 48));
     for (std::int64_t j = 0; j < n; ++j)
       logits.set_float(base + rng.uniform_int(0, e - 1), static_cast<float>(6.0 + rng.uniform(-2e-3, 2e-3)));
+  } else if (kind < 0.46) {  // infinities: +inf is picked first (ties to the lowest id), -inf scores 0
+    const float inf = std::numeric_limits<float>::infinity();
+    for (int j = 0; j < 3; ++j)
+      logits.set_float(base + rng.uniform_int(0, e - 1), plus_inf && rng.bernoulli(0.5) ? inf : -inf);
   }
   // Padding elements of a strided view: a kernel that reads them would select them.
   for (std::int64_t i = e; i < stride; ++i) logits.set_float(base + i, 1e30f);
@@ -83,7 +89,7 @@ std::string Dsv4TopkCase::label() const {
   return str_cat("T=", num_tokens, " E=", num_experts, " K=", top_k, " ", dtype_name(ids_dtype),
                  aligned ? " aligned" : " misaligned", row_pad ? str_cat(" row_pad=", row_pad) : std::string(),
                  vl ? " vl" : "", hash ? " hash" : "", padding ? " pad" : "", renormalize ? "" : " no-renorm",
-                 launch_pdl ? " pdl" : "");
+                 launch_pdl ? " pdl" : "", nonfinite_bias ? " nonfinite-bias" : "");
 }
 
 NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkArgs& a, const ModelConfig& config, std::uint64_t seed,
@@ -118,6 +124,11 @@ NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p, bool reference) {
 
   std::optional<HostTensor> bias, bias_vl;
   if (!p.hash) bias = grid_bias(rng, "bias", e);
+  if (bias && p.nonfinite_bias) {  // an always-picked, a never-picked and a NaN (-1e30) expert
+    bias->set_float(rng.uniform_int(0, e - 1), std::numeric_limits<float>::infinity());
+    bias->set_float(rng.uniform_int(0, e - 1), -std::numeric_limits<float>::infinity());
+    bias->set_float(rng.uniform_int(0, e - 1), std::numeric_limits<float>::quiet_NaN());
+  }
   if (p.vl) {
     bias_vl = grid_bias(rng, "bias_vl", e);
     for (int j = 0; j < 4; ++j) bias_vl->set_float(rng.uniform_int(0, e - 1), 3.0f);  // image experts stand out
@@ -146,7 +157,7 @@ NumericCase Dsv4TopkOracle::make_case(const Dsv4TopkCase& p, bool reference) {
     const std::int64_t tok = input_ids ? input_ids->get_int(row) : 0;
     const bool image = p.vl && tok >= p.sentinel_lo && tok < p.sentinel_lo + kDsv4SentinelCount;
     const HostTensor* row_bias = image ? &*bias_vl : (bias ? &*bias : nullptr);
-    fill_row(rng, logits, row, e, stride, k, row_bias);
+    fill_row(rng, logits, row, e, stride, k, row_bias, p.renormalize);
   }
   c.inputs.push_back(std::move(logits));
   if (bias) c.inputs.push_back(std::move(*bias));

@@ -23,6 +23,7 @@ struct Dsv4TopkCase {
   bool padding = false;      // num_unpadded in [1, T]
   bool renormalize = true;
   bool launch_pdl = false;
+  bool nonfinite_bias = false;  // +inf, -inf and NaN at three experts of bias (not bias_vl)
   double routed_scaling_factor = 1.5;
   std::int64_t vocab_size = 129280;
   std::int64_t sentinel_lo = 129257;
@@ -36,7 +37,8 @@ class Dsv4TopkOracle : public Oracle {
  public:
   std::string_view kernel() const override { return "dsv4_topk"; }
   // Rows of several kinds: random logits; all-equal and grouped ties; a few NaNs; near-ties (an
-  // expert one ulp above another); logits above 20. Row 0 always routes (weights never all zero).
+  // expert one ulp above another); logits above 20; clusters within the filter slack; a few +-inf.
+  // Row 0 always routes (weights never all zero).
   using Args = Dsv4TopkArgs;
   // reference = false: inputs and zeroed outputs only (benchmarks time big cases the CPU cannot check).
   static NumericCase make_case(const Dsv4TopkCase& p, bool reference = true);

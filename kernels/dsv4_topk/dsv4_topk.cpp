@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::string_view kName = "dsv4_topk";
 constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kWarmupTokens = 1;  // T is not specialised: any positive count will do
+constexpr std::int64_t kWarmupTokens = 1;  // T is not specialised: any count on the key's side of the threshold
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -45,6 +45,18 @@ std::int64_t dsv4_topk_block_n(std::int64_t num_experts) {
 
 bool dsv4_topk_has_vl(const Dsv4TopkArgs& a) { return a.bias_vl.has_value() && a.sentinel_lo > 0; }
 
+bool dsv4_topk_row_per_thread(std::int64_t num_tokens, std::int64_t num_experts, std::int64_t top_k) {
+  return num_tokens >= kDsv4TopkRowPerThreadTokens && num_experts % kDsv4TopkThreadExpertStep == 0 &&
+         top_k <= kDsv4TopkThreadMaxTopK;
+}
+
+std::int64_t dsv4_topk_thread_smem_bytes(std::int64_t num_experts, std::int64_t rows) {
+  // RowsLayout: two chunk buffers [rows][36], the group bounds [E / G][rows] (G = 8 up to 512
+  // experts, else 16), bias and bias_vl [E + 4] each, a flag per row; floats.
+  const std::int64_t groups = num_experts / (num_experts <= 512 ? 8 : 16);
+  return static_cast<std::int64_t>(sizeof(float)) * (rows * (2 * 36 + groups + 1) + 2 * (num_experts + 4));
+}
+
 std::vector<DType> routing_index_dtypes(const ModelConfig& config) {
   std::vector<DType> out = config.index_dtypes;
   if (config.has_backend("megamoe") && std::find(out.begin(), out.end(), DType::i64) == out.end())
@@ -65,7 +77,8 @@ const KernelDef& Dsv4Topk::kernel_def() {
                 "dsv4_topk_kernel",
                 // has_padding is a key field but no template parameter: every binary checks t < num_unpadded
                 // (num_tokens when no count is given, so the check never fires): dsv4-flash 14 -> 7 compiles.
-                {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"RENORMALIZE"}},
+                // THREAD_ROWS: 0 for one warp per row, else the rows (threads) of a thread-per-row block.
+                {{"NUM_EXPERTS"}, {"BLOCK_N"}, {"TOP_K"}, {"RENORMALIZE"}, {"THREAD_ROWS"}},
                 // logits: the staging loop tests the row start's alignment at run time (dsv4_topk.cuh), so
                 // logits_aligned is a CompileKey field that no JitKey needs (it replaces the conditional fold
                 // of hash-only keys, whose rows never stage): dsv4-flash 7 -> 4 compiles.
@@ -90,6 +103,10 @@ std::vector<CompileKey> Dsv4Topk::warmup_keys(const ModelConfig& config) const {
   std::vector<KeyValue> hash = {false};
   if (config.num_hash_layers > 0) hash.push_back(true);
   const std::int64_t sentinel = rep(config.image_sentinel_lo);
+  // Both paths where a batch can reach the threshold (prefill), else one warp per row only.
+  std::vector<KeyValue> row_per_thread = {false};
+  if (dsv4_topk_row_per_thread(config.max_num_batched_tokens, config.n_routed_experts, config.num_experts_per_tok))
+    row_per_thread.push_back(true);
 
   return KeySpace(std::string(kName))
       .choices("num_experts", {config.n_routed_experts})
@@ -105,6 +122,7 @@ std::vector<CompileKey> Dsv4Topk::warmup_keys(const ModelConfig& config) const {
       // PDL is the caller's choice per launch (the card and the stream decide): both are served.
       .choices("launch_pdl", {false, true})
       .choices("logits_aligned", {true, false})
+      .choices("row_per_thread", row_per_thread)
       .enumerate();
 }
 
@@ -168,25 +186,30 @@ CompileKey Dsv4Topk::dispatch(const Args& a) const {
   // Field order as warmup_keys declares it.
   const std::int64_t e = a.logits.size(1);
   const bool vl = dsv4_topk_has_vl(a);
-  return CompileKey(std::string(kName), {{"num_experts", e},
-                                         {"block_n", dsv4_topk_block_n(e)},
-                                         {"top_k", a.weights.size(1)},
-                                         {"ids_dtype", a.ids.dtype()},
-                                         {"has_vl", vl},
-                                         {"sentinel_lo", vl ? rep(a.sentinel_lo) : 0},
-                                         {"has_hash", a.tid2eid.has_value()},
-                                         {"has_padding", a.num_unpadded.has_value()},
-                                         {"renormalize", a.renormalize},
-                                         {"launch_pdl", a.launch_pdl},
-                                         {"logits_aligned", a.logits.aligned16()}});
+  return CompileKey(std::string(kName),
+                    {{"num_experts", e},
+                     {"block_n", dsv4_topk_block_n(e)},
+                     {"top_k", a.weights.size(1)},
+                     {"ids_dtype", a.ids.dtype()},
+                     {"has_vl", vl},
+                     {"sentinel_lo", vl ? rep(a.sentinel_lo) : 0},
+                     {"has_hash", a.tid2eid.has_value()},
+                     {"has_padding", a.num_unpadded.has_value()},
+                     {"renormalize", a.renormalize},
+                     {"launch_pdl", a.launch_pdl},
+                     {"logits_aligned", a.logits.aligned16()},
+                     {"row_per_thread", dsv4_topk_row_per_thread(a.logits.size(0), e, a.weights.size(1))}});
 }
 
 Dsv4TopkArgs Dsv4Topk::warmup_inputs(const CompileKey& key) const {
   const std::int64_t e = key.get_int("num_experts");
   const std::int64_t k = key.get_int("top_k");
-  const std::int64_t t = kWarmupTokens;
+  const bool row_per_thread = key.get_bool("row_per_thread");
+  const std::int64_t t = row_per_thread ? kDsv4TopkRowPerThreadTokens : kWarmupTokens;
   check_input(key.get_int("block_n") == dsv4_topk_block_n(e), kName, "block_n", "key holds ", key.get_int("block_n"),
               " but next_pow2(E = ", e, ") is ", dsv4_topk_block_n(e));
+  check_input(!row_per_thread || dsv4_topk_row_per_thread(t, e, k), kName, "row_per_thread",
+              "key holds true but E = ", e, ", K = ", k, " never take the thread-per-row path (", key, ")");
   Args a;
   // A misaligned view sits one element past a 16-byte boundary.
   a.logits = Tensor::meta(DType::f32, {t, e}, key.get_bool("logits_aligned") ? 0 : dtype_size(DType::f32));
@@ -208,7 +231,16 @@ Dsv4TopkArgs Dsv4Topk::warmup_inputs(const CompileKey& key) const {
 }
 
 LaunchSpec Dsv4Topk::launch_spec(const Args& a) const {
+  const bool row_per_thread = dsv4_topk_row_per_thread(a.logits.size(0), a.logits.size(1), a.weights.size(1));
+  return launch_spec_with(a, row_per_thread ? kDsv4TopkThreadRows : 0);
+}
+
+LaunchSpec Dsv4Topk::launch_spec_with(const Args& a, std::int64_t thread_rows) {
   const std::int64_t t = a.logits.size(0), e = a.logits.size(1), k = a.weights.size(1);
+  check_input(thread_rows == 0 || (thread_rows % 32 == 0 && thread_rows <= 1024 && e % kDsv4TopkThreadExpertStep == 0 &&
+                                   k <= kDsv4TopkThreadMaxTopK),
+              kName, "thread_rows", thread_rows, " rows per block (E = ", e, ", K = ", k,
+              "): the thread path needs a multiple of 32 up to 1024, E % 32 == 0 and K <= 16");
   const bool vl = dsv4_topk_has_vl(a);
   const bool hash = a.tid2eid.has_value();
   // NOTES: optional pointers are passed from `a` itself (LaunchSpec keeps their addresses), never
@@ -216,10 +248,16 @@ LaunchSpec Dsv4Topk::launch_spec(const Args& a) const {
   const std::optional<Tensor> none;
   LaunchSpec s;
   s.skip = t == 0;
-  s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(t, kDsv4RowsPerBlock))), 1, 1};
-  s.block = {static_cast<unsigned>(32 * kDsv4RowsPerBlock), 1, 1};
+  if (thread_rows > 0) {
+    s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(t, thread_rows))), 1, 1};
+    s.block = {static_cast<unsigned>(thread_rows), 1, 1};
+    s.shared_bytes = static_cast<unsigned>(dsv4_topk_thread_smem_bytes(e, thread_rows));
+  } else {
+    s.grid = {static_cast<unsigned>(std::max<std::int64_t>(1, ceil_div(t, kDsv4RowsPerBlock))), 1, 1};
+    s.block = {static_cast<unsigned>(32 * kDsv4RowsPerBlock), 1, 1};
+  }
   s.constant("NUM_EXPERTS", e).constant("BLOCK_N", dsv4_topk_block_n(e)).constant("TOP_K", k);
-  s.constant("RENORMALIZE", a.renormalize ? 1 : 0);
+  s.constant("RENORMALIZE", a.renormalize ? 1 : 0).constant("THREAD_ROWS", thread_rows);
   // The attribute only: every binary carries the PDL wait (dsv4_topk.cuh), so launch_pdl is a
   // CompileKey field that no JitKey needs.
   s.programmatic_dependent_launch = a.launch_pdl;
@@ -243,7 +281,8 @@ std::string Dsv4Topk::describe(const Args& a) const {
                  " ids=", a.ids.meta(), " sentinel_lo=", a.sentinel_lo, " vocab_size=", a.vocab_size,
                  " num_unpadded=", a.num_unpadded ? std::to_string(*a.num_unpadded) : std::string("none"),
                  " renormalize=", a.renormalize, " routed_scaling_factor=", a.routed_scaling_factor,
-                 " launch_pdl=", a.launch_pdl);
+                 " launch_pdl=", a.launch_pdl,
+                 " row_per_thread=", dsv4_topk_row_per_thread(a.logits.size(0), a.logits.size(1), a.weights.size(1)));
 }
 
 }  // namespace warmkey

@@ -4,7 +4,7 @@
 #include "device/routing.cuh"
 
 // NOTES:
-// - One warp per token row, DSV4_TOPK_ROWS_PER_BLOCK rows per block. A lane owns kSlots experts:
+// - One warp per token row (THREAD_ROWS = 0), DSV4_TOPK_ROWS_PER_BLOCK rows per block. A lane owns kSlots experts:
 //   e = (i / G) * 32G + lane * G + i % G for slot i, with G = 4 when BLOCK_N >= 128 (an aligned
 //   row is read with 16-byte loads) and G = 1 otherwise; kSlots = ceil(E / 32G) * G (E = 384 reads
 //   12 slots a lane, not BLOCK_N / 32 = 16).
@@ -56,6 +56,30 @@
 //   wait returns at once, and launch_dependents only lets a PDL-launched successor be scheduled
 //   early, which that successor's own wait makes safe. One binary serves both values (half the
 //   NVRTC work of this kernel; docs/PERFORMANCE.md, "PDL fold").
+// - Thread per row (THREAD_ROWS = R > 0: prefill, T >= kDsv4TopkRowPerThreadTokens, E % 32 == 0,
+//   K <= 16; the thresholds are starting points the GPU A/B sets). The warp path issues about 1,200
+//   warp instructions per row (its chains of warp-wide steps); here a thread ranks its row alone.
+//   Rows are staged 32 experts at a time ([R][36] floats per chunk, double-buffered 16-byte
+//   cp.async, 8 threads per row's 128 bytes; 4-byte copies when a row start is misaligned; rows that
+//   rank nothing (padding, hash, past T) are not copied), the biases once per block. Pass 1 keeps,
+//   per group of G = 8 experts (16 above 512), vmax = max(s~ + b) and mmax = max(s~ + |b|) with the
+//   estimate above (NaN ignored); dmax = 1e-3 (1 + mmax) is at least every expert's slack d, so
+//   glo = vmax - dmax is below the value of the group's best expert and ghi = vmax + dmax above the
+//   value of each (rounding is monotone). cut = the (K+1)-th largest glo (a sorted register array
+//   of K + 1): K + 1 groups hold an expert at or above it. Pass 2 reloads (L2) the groups with
+//   ghi >= cut and lists their experts with v + d >= cut, exactly the warp path's test, (id, logit)
+//   into the thread's two chunk areas (35 entries; more: float64 over every expert that passes the
+//   test). The float32 ranking, the separation test (mag bracketed by max mmax +- its slack) and
+//   the float64 ranking are the warp path's over the same candidates, ties to the lowest id (the
+//   list ascends in id; insertion keeps an equal value below). The estimate drops the finiteness
+//   test: ex2/lg2/rsqrt .approx.ftz (only subnormal results differ: a flushed e^x < 2^-126 changes
+//   s by < 1.1e-19), sp = max.NaN(lg, x) (x above 20, never farther from softplus(x) > x than lg
+//   below it, NaN for NaN) and the rsqrt argument clamped to [1e-30, FLT_MAX] give NaN, +inf and 0
+//   for NaN, +inf and -inf logits; a NaN v (NaN logit or bias, inf - inf) is ignored by the maxima,
+//   an infinite one gets an infinite slack, and when cut <= -1e30 (a NaN's -1e30 could matter)
+//   every expert is a candidate. Padding rows skip the ranking (-1 / 0 as before). Per row at
+//   E = 256, K = 6 (sm_90a SASS): pass 1 about 18 instructions an expert, pass 2 about 30 per
+//   expert of a reloaded group (docs/PERFORMANCE.md).
 #define DSV4_TOPK_ROWS_PER_BLOCK 4
 
 namespace dsv4_topk_detail {
@@ -265,10 +289,423 @@ __device__ __forceinline__ void finish_row(T w, int id, long long t, float scale
   }
 }
 
+// ---- the thread-per-row path (THREAD_ROWS = R > 0: NOTES, "Thread per row") -------------------
+
+inline constexpr int kChunk = 32;        // experts per staged chunk of a row
+inline constexpr int kChunkStride = 36;  // floats per row per chunk buffer: float4 reads conflict-free
+inline constexpr int kListCap = 35;      // a thread's candidate (id, logit) entries: its two chunk areas
+                                         // of 36 floats, the last entry a scratch slot
+
+// score_estimate's approximations with .ftz: the same instructions without the subnormal fix-ups.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float lg2_ftz(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rsqrt_ftz(float x) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// The larger of a and b, NaN when either is (sm_80+).
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
+
+// score_estimate for any logit, without a finiteness test: NaN -> NaN, +inf -> +inf, -inf -> 0
+// exactly, finite logits within the NOTES' bound (max(lg, x) is x above 20 and never farther from
+// softplus(x) > x than lg below it; the rsqrt argument is clamped to [1e-30, FLT_MAX]).
+__device__ __forceinline__ float score_estimate_rows(float x) {
+  const float e = ex2_ftz(fminf(x, 20.0f) * 1.44269504f);
+  const float lg = lg2_ftz(1.0f + e) * 0.693147181f;
+  const float sp = x < -8.0f ? e : max_nan(lg, x);
+  return sp * rsqrt_ftz(fminf(fmaxf(sp, 1e-30f), 3.40282347e38f));
+}
+
+// The block's dynamic shared memory, in floats (the host repeats the size: dsv4_topk_thread_smem_bytes).
+template <int kExperts, int kRows>
+struct RowsLayout {
+  static constexpr int kGroup = kExperts <= 512 ? 8 : 16;  // experts per group: <= 64 groups
+  static constexpr int kGroups = kExperts / kGroup;
+  static constexpr int kChunks = kExperts / kChunk;
+  static constexpr int kBuffer = kRows * kChunkStride;   // one chunk buffer, [row][36]
+  static constexpr int kGhi = 2 * kBuffer;               // [group][row]: each group's upper bound
+  static constexpr int kBias = kGhi + kGroups * kRows;   // [E]
+  static constexpr int kBiasVl = kBias + kExperts + 4;   // [E], 4 floats on: other banks
+  static constexpr int kFlags = kBiasVl + kExperts + 4;  // [row]: the row's logits are staged
+  static constexpr int kFloats = kFlags + kRows;
+  static_assert(kExperts % kChunk == 0 && kChunk % kGroup == 0 && kGroups <= 64, "dsv4_topk: E % 32 == 0");
+  static_assert(kRows % 32 == 0, "dsv4_topk: whole warps of rows");
+};
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const float* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async4(unsigned dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// Inserts y into top (descending, y never NaN): the K + 1 largest group bounds seen.
+template <int kN>
+__device__ __forceinline__ void insert_desc(float (&top)[kN], float y) {
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    const float hi = fmaxf(top[j], y);
+    y = fminf(top[j], y);
+    top[j] = hi;
+  }
+}
+
+// Pass 1 over one staged chunk of the thread's row: per group of G experts vmax = max(s~ + b) and
+// mmax = max(s~ + |b|) (NaN ignored), the slack dmax = 1e-3 (1 + mmax) >= every expert's d, so
+// glo = vmax - dmax is below the value of the group's best expert and ghi = vmax + dmax above every
+// value of the group (NOTES). ghi goes to shared memory, glo into top.
+template <int kExperts, int kTopK, int kRows>
+__device__ __forceinline__ void bound_chunk(const float* xr, const float* br, float* ghi, float (&top)[kTopK + 1],
+                                            float& mmax_row) {
+  using L = RowsLayout<kExperts, kRows>;
+  constexpr int G = L::kGroup;
+#pragma unroll
+  for (int g = 0; g < kChunk / G; ++g) {
+    float vmax = wk::neg_inf_f(), mmax = 0.0f;
+#pragma unroll
+    for (int q = 0; q < G / 4; ++q) {
+      const float4 x4 = *reinterpret_cast<const float4*>(xr + g * G + 4 * q);
+      const float4 b4 = *reinterpret_cast<const float4*>(br + g * G + 4 * q);
+      const float xs[4] = {x4.x, x4.y, x4.z, x4.w}, bs[4] = {b4.x, b4.y, b4.z, b4.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float s = score_estimate_rows(xs[j]);
+        vmax = fmaxf(vmax, s + bs[j]);
+        mmax = fmaxf(mmax, s + fabsf(bs[j]));
+      }
+    }
+    const float dmax = fmaf(mmax, 1e-3f, 1e-3f);
+    ghi[g * kRows] = vmax + dmax;                           // NaN (-inf + inf): only cut_low scans the group
+    insert_desc(top, fmaxf(vmax - dmax, wk::neg_inf_f()));  // NaN (inf - inf) -> -inf
+    mmax_row = fmaxf(mmax_row, mmax);
+  }
+}
+
+// The G logits of a group from global memory (L2: the row was staged a moment ago).
+template <int G>
+__device__ __forceinline__ void load_group(const float* p, bool vec, float (&x)[G]) {
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < G / 4; ++q) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(p) + q);
+      x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < G; ++j) x[j] = __ldg(p + j);
+  }
+}
+
+// Lists (e, x) for every expert e of the thread's row (logit x) whose upper bound v + d reaches the
+// cut, in ascending e (the first kListCap; returns how many): the groups whose ghi reaches it
+// (every group and expert when cut_low), two groups' loads in flight at a time. Branch-free: each
+// expert is written at the next free slot, which only a candidate keeps.
+template <int kExperts, int kRows>
+__device__ __forceinline__ int collect_candidates(const float* row, bool vec, const float* bsm, const float* ghi,
+                                                  float cut, bool cut_low, int* list_id, float* list_x) {
+  using L = RowsLayout<kExperts, kRows>;
+  constexpr int G = L::kGroup;
+  unsigned long long mask = 0;
+#pragma unroll
+  for (int g = 0; g < L::kGroups; ++g) mask |= static_cast<unsigned long long>(cut_low | (ghi[g * kRows] >= cut)) << g;
+  int count = 0;
+#pragma unroll 1
+  while (mask != 0) {
+    int gs[2];
+    gs[0] = __ffsll(static_cast<long long>(mask)) - 1;
+    mask &= mask - 1;
+    gs[1] = mask != 0 ? __ffsll(static_cast<long long>(mask)) - 1 : -1;
+    mask &= mask - 1;
+    float xs[2][G];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (gs[u] >= 0) load_group<G>(row + gs[u] * G, vec, xs[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (gs[u] < 0) continue;
+#pragma unroll
+      for (int j = 0; j < G; ++j) {
+        const int e = gs[u] * G + j;
+        const float b = bsm[e], s = score_estimate_rows(xs[u][j]);
+        const float d = fmaf(s + fabsf(b), 1e-3f, 1e-3f);
+        const int slot = min(count, kListCap);  // the scratch slot past the cap (the list is then dropped)
+        list_id[slot] = e, list_x[slot] = xs[u][j];
+        count += static_cast<int>(cut_low | ((s + b) + d >= cut));
+      }
+    }
+  }
+  return count;
+}
+
+// Renormalises (when asked and the sum is positive), scales and writes the K picks of a row.
+template <class S, class T>
+__device__ __forceinline__ void finish_thread(const int (&id)[S::TOP_K], const T (&w)[S::TOP_K], long long t,
+                                              float scale, float* weights, typename S::ids_t* ids) {
+  constexpr int kTopK = static_cast<int>(S::TOP_K);
+  T sum = T(0);
+#pragma unroll
+  for (int r = 0; r < kTopK; ++r) sum += w[r];
+#pragma unroll
+  for (int r = 0; r < kTopK; ++r) {
+    T x = w[r];
+    if constexpr (S::RENORMALIZE != 0) {
+      if (sum > T(0)) x = x / sum;
+    }
+    x = x * static_cast<T>(scale);
+    weights[t * kTopK + r] = static_cast<float>(x);
+    ids[t * kTopK + r] = static_cast<typename S::ids_t>(id[r]);
+  }
+}
+
+// The float64 ranking of the reference over the row's candidates (the list, or when more than
+// kListCap every expert whose bound reaches the cut): each scored once and inserted into the K
+// best; writes the row.
+template <class S>
+__device__ __noinline__ void finish_row_f64(const float* row, const float* bsm, float cut, bool cut_low,
+                                            const int* list_id, const float* list_x, int count, long long t,
+                                            float scale, float* weights, typename S::ids_t* ids) {
+  constexpr int kTopK = static_cast<int>(S::TOP_K);
+  constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
+  double tv[kTopK], ts[kTopK];
+  int ti[kTopK];
+#pragma unroll
+  for (int r = 0; r < kTopK; ++r) tv[r] = wk::neg_inf_d(), ts[r] = 0.0, ti[r] = 0x7fffffff;
+  auto take = [&](int e, float x) {
+    double s = score_d(x);
+    double v = s + static_cast<double>(bsm[e]);
+    v = v != v ? static_cast<double>(kNanSelection) : v;
+    int id = e;
+#pragma unroll
+    for (int r = 0; r < kTopK; ++r) {
+      if (wk::beats(v, id, tv[r], ti[r])) {
+        const double ov = tv[r], os = ts[r];
+        const int oi = ti[r];
+        tv[r] = v, ts[r] = s, ti[r] = id;
+        v = ov, s = os, id = oi;
+      }
+    }
+  };
+#pragma unroll 1
+  for (int j = 0; j < (count <= kListCap ? count : kExperts); ++j) {
+    // More candidates than the list holds (rare): every expert again, the same test as the list's.
+    int e = j;
+    float x;
+    if (count <= kListCap) {
+      e = list_id[j], x = list_x[j];
+    } else {
+      x = __ldg(row + e);
+      const float b = bsm[e], s = score_estimate_rows(x);
+      if (!cut_low && !((s + b) + fmaf(s + fabsf(b), 1e-3f, 1e-3f) >= cut)) continue;
+    }
+    take(e, x);
+  }
+  finish_thread<S>(ti, ts, t, scale, weights, ids);
+}
+
+// One thread per token row: R rows per block, staged a chunk of 32 experts at a time (NOTES).
+template <class S>
+__device__ __forceinline__ void topk_rows(
+    const typename S::logits_t* logits, const typename S::bias_t* bias, const typename S::bias_vl_t* bias_vl,
+    const typename S::input_ids_t* input_ids, const typename S::tid2eid_t* tid2eid, typename S::weights_t* weights,
+    typename S::ids_t* ids, typename S::num_tokens_t num_tokens, typename S::logits_stride_t logits_stride,
+    typename S::sentinel_lo_t sentinel_lo, typename S::vocab_size_t vocab_size, typename S::num_unpadded_t num_unpadded,
+    typename S::routed_scaling_factor_t routed_scaling_factor) {
+  constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
+  constexpr int kTopK = static_cast<int>(S::TOP_K);
+  constexpr int kRows = static_cast<int>(S::THREAD_ROWS);
+  constexpr bool kHasBias = !S::bias_none;
+  constexpr bool kHasVl = !S::bias_vl_none;
+  constexpr bool kHasHash = !S::tid2eid_none;
+  using L = RowsLayout<kExperts, kRows>;
+  static_assert(kTopK <= 16, "dsv4_topk: the thread path keeps K + 1 picks in registers (K <= 16)");
+
+  extern __shared__ __align__(16) float rows_smem[];
+  unsigned smem_bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
+  if (smem_bytes < L::kFloats * sizeof(float)) __trap();  // the host's size disagrees with the layout
+
+  wk::pdl_wait<true>();
+  const int tid = static_cast<int>(threadIdx.x);
+  const long long t0 = static_cast<long long>(blockIdx.x) * kRows;
+  const long long t = t0 + tid;
+  const bool valid = t < static_cast<long long>(num_tokens);
+  const bool pad = t >= static_cast<long long>(num_unpadded);
+  long long tok = 0;
+  bool image = false;
+  if constexpr (kHasVl || kHasHash) {
+    if (valid) tok = static_cast<long long>(__ldg(input_ids + t));
+  }
+  if constexpr (kHasVl) {
+    const long long lo = WARMKEY_INT(S, sentinel_lo);
+    image = tok >= lo && tok < lo + kSentinelCount;
+  }
+  const bool hash_row = kHasHash && !image;
+  const bool routed = valid && !pad && !hash_row;  // the rows whose logits are staged and ranked
+
+  float* bias_sm = rows_smem + L::kBias;
+  float* bias_vl_sm = rows_smem + L::kBiasVl;
+  int* staged = reinterpret_cast<int*>(rows_smem + L::kFlags);
+#pragma unroll 1
+  for (int e = tid; e < kExperts; e += kRows) {
+    if constexpr (kHasBias) bias_sm[e] = __ldg(bias + e);
+    if constexpr (kHasVl) bias_vl_sm[e] = __ldg(bias_vl + e);
+  }
+  staged[tid] = routed ? 1 : 0;
+  const bool any_routed = __syncthreads_or(routed) != 0;
+  const float* bsm = image ? bias_vl_sm : bias_sm;
+  float* ghi = rows_smem + L::kGhi + tid;  // this row's group bounds, kRows apart
+
+  // Pass 1. A chunk is R rows x 32 experts: 8 threads copy a row's 128 bytes with 16-byte cp.async
+  // when every row start is aligned, else 32 threads copy it a float at a time; rows that rank
+  // nothing are not copied.
+  const long long stride = static_cast<long long>(logits_stride);
+  const bool vec = wk::aligned16(logits) && (stride % 4) == 0;
+  // This thread's copies of chunk c: pieces i = 0, 1, ... of rows r0 + i * (R / P) (P threads per
+  // row), at src + c * 32 + i * step in global memory and at dst + i * dst_step bytes in buffer c & 1.
+  const int per_row = vec ? 8 : 32, width = vec ? 4 : 1;
+  const int r0 = tid / per_row, col = (tid % per_row) * width;
+  const float* src = logits + (t0 + r0) * stride + col;
+  const long long step = (kRows / per_row) * stride;
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(rows_smem + r0 * kChunkStride + col));
+  unsigned copy_mask = 0;  // bit i: piece i's row is staged
+#pragma unroll 8
+  for (int i = 0; i < per_row; ++i) copy_mask |= staged[r0 + i * (kRows / per_row)] != 0 ? 1u << i : 0u;
+  auto issue = [&](int c) {
+    const float* p = src + c * kChunk;
+    const unsigned d = dst + (c & 1) * L::kBuffer * 4;
+    if (vec) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i, p += step) {
+        if ((copy_mask >> i) & 1u) cp_async16(d + i * (kRows / 8) * kChunkStride * 4, p);
+      }
+    } else {
+#pragma unroll 8
+      for (int i = 0; i < 32; ++i, p += step) {
+        if ((copy_mask >> i) & 1u) cp_async4(d + i * (kRows / 32) * kChunkStride * 4, p);
+      }
+    }
+  };
+
+  float top[kTopK + 1];
+#pragma unroll
+  for (int j = 0; j <= kTopK; ++j) top[j] = wk::neg_inf_f();
+  float mmax_row = 0.0f;
+  if (any_routed) {
+    // Iteration c copies chunk c and ranks chunk c - 1 (its buffer was last read in iteration c - 1).
+#pragma unroll 1
+    for (int c = 0; c <= L::kChunks; ++c) {
+      if (c < L::kChunks) issue(c);
+      cp_async_commit();
+      if (c == 0) continue;
+      cp_async_wait_one();  // chunk c - 1 has landed (this thread's copies) ...
+      __syncthreads();      // ... and every thread's
+      if (routed) {
+        const float* xr = rows_smem + ((c - 1) & 1) * L::kBuffer + tid * kChunkStride;
+        bound_chunk<kExperts, kTopK, kRows>(xr, bsm + (c - 1) * kChunk, ghi + (c - 1) * (kChunk / L::kGroup) * kRows,
+                                            top, mmax_row);
+      }
+      __syncthreads();  // every thread has read buffer (c - 1) & 1 before chunk c + 1 is copied into it
+    }
+  }
+  wk::pdl_launch_dependents<true>();
+  if (!valid) return;
+
+  const float scale = routed_scaling_factor;
+  const float* row = logits + t * stride;
+  if (!routed) {
+    // Padding rows: -1 / 0. Hash rows copy the table row of input_ids[t] (hash_row: tid2eid given).
+    int id[kTopK];
+    float w[kTopK];
+#pragma unroll
+    for (int r = 0; r < kTopK; ++r) id[r] = -1, w[r] = 0.0f;
+    if constexpr (kHasHash) {
+      if (!pad && tok >= 0 && tok < static_cast<long long>(vocab_size)) {
+#pragma unroll
+        for (int r = 0; r < kTopK; ++r) {
+          const long long e = static_cast<long long>(__ldg(tid2eid + tok * kTopK + r));
+          if (e >= 0 && e < kExperts) id[r] = static_cast<int>(e), w[r] = score_f(__ldg(row + e));
+        }
+      }
+    }
+    finish_thread<S>(id, w, t, scale, weights, ids);
+    return;
+  }
+
+  // Pass 2: the candidates into the thread's list (its areas of both chunk buffers, free now).
+  const float cut = top[kTopK];
+  const bool cut_low = cut <= kNanSelection;  // a NaN's value may matter: every expert is a candidate
+  int* list_id = reinterpret_cast<int*>(rows_smem + tid * kChunkStride);
+  float* list_x = rows_smem + L::kBuffer + tid * kChunkStride;
+  const int count = collect_candidates<kExperts, kRows>(row, vec, bsm, ghi, cut, cut_low, list_id, list_x);
+
+  // The float32 ranking of the candidates: the K + 1 largest (key, id) with their scores, then the
+  // separation test against both ends of the mag bracket (NOTES).
+  if (count <= kListCap) {
+    unsigned key[kTopK + 1];
+    int pid[kTopK + 1];
+    float ps[kTopK + 1];
+#pragma unroll
+    for (int r = 0; r <= kTopK; ++r) key[r] = 0u, pid[r] = -1, ps[r] = 0.0f;
+#pragma unroll 1
+    for (int j = 0; j < count; ++j) {
+      int e = list_id[j];
+      float s = score_f(list_x[j]);
+      const float v = s + bsm[e];
+      unsigned k = order_key(v != v ? kNanSelection : v);
+#pragma unroll
+      for (int r = 0; r <= kTopK; ++r) {
+        if (k > key[r]) {  // strict: an equal value stays below (the list ascends in id)
+          const unsigned ok = key[r];
+          const int oe = pid[r];
+          const float os = ps[r];
+          key[r] = k, pid[r] = e, ps[r] = s;
+          k = ok, e = oe, s = os;
+        }
+      }
+    }
+    const float dm = fmaf(mmax_row, 1e-3f, 1e-3f);
+    const float thr_lo = 2e-6f * fmaxf(mmax_row - dm, 0.0f) + 1e-18f;
+    const float thr_hi = 2e-6f * (mmax_row + dm) + 1e-18f;
+    bool sep = true;
+    float prev = from_order_key(key[0]);
+#pragma unroll
+    for (int r = 1; r <= kTopK; ++r) {
+      const float val = key[r] != 0u ? from_order_key(key[r]) : wk::neg_inf_f();
+      sep = sep && (prev - val > thr_lo) && (prev - val > thr_hi);
+      prev = val;
+    }
+    if (sep) {
+      int id[kTopK];
+      float w[kTopK];
+#pragma unroll
+      for (int r = 0; r < kTopK; ++r) id[r] = pid[r], w[r] = ps[r];
+      finish_thread<S>(id, w, t, scale, weights, ids);
+      return;
+    }
+  }
+  finish_row_f64<S>(row, bsm, cut, cut_low, list_id, list_x, count, t, scale, weights, ids);
+}
+
 }  // namespace dsv4_topk_detail
 
 template <class S>
-__global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
+__global__ void __launch_bounds__(S::THREAD_ROWS > 0 ? S::THREAD_ROWS : 32 * DSV4_TOPK_ROWS_PER_BLOCK)
     dsv4_topk_kernel(const typename S::logits_t* logits, const typename S::bias_t* bias,
                      const typename S::bias_vl_t* bias_vl, const typename S::input_ids_t* input_ids,
                      const typename S::tid2eid_t* tid2eid, typename S::weights_t* weights, typename S::ids_t* ids,
@@ -291,82 +728,87 @@ __global__ void __launch_bounds__(32 * DSV4_TOPK_ROWS_PER_BLOCK)
   static_assert(kTopK >= 1 && kTopK <= 32 && kTopK <= kExperts, "dsv4_topk: 1 <= K <= min(E, 32)");
   static_assert(kHasBias || kHasHash, "dsv4_topk: the correction bias is required without hash routing");
 
-  __shared__ RowSmem<kExperts> row_smem[DSV4_TOPK_ROWS_PER_BLOCK];
-  wk::pdl_wait<true>();
-  const int lane = wk::lane_id();
-  const long long t = static_cast<long long>(blockIdx.x) * DSV4_TOPK_ROWS_PER_BLOCK + threadIdx.x / 32;
-  if (t >= static_cast<long long>(num_tokens)) {
-    wk::pdl_launch_dependents<true>();
-    return;
-  }
-  const float scale = routed_scaling_factor;
-  const float* row = logits + t * static_cast<long long>(logits_stride);
-
-  // Padding rows (t >= num_unpadded; never without a count: the host then passes num_tokens) run
-  // like the others and write -1 / 0 at the end: an early exit here made every binary 40 % larger
-  // and 3-7 % slower (docs/PERFORMANCE.md).
-  const bool pad = t >= static_cast<long long>(num_unpadded);
-  long long tok = 0;
-  bool image = false;
-  if constexpr (kHasVl || kHasHash) tok = static_cast<long long>(__ldg(input_ids + t));
-  if constexpr (kHasVl) {
-    const long long lo = WARMKEY_INT(S, sentinel_lo);
-    image = tok >= lo && tok < lo + kSentinelCount;
-  }
-
-  if constexpr (kHasHash) {
-    if (!image) {
+  if constexpr (S::THREAD_ROWS > 0) {
+    topk_rows<S>(logits, bias, bias_vl, input_ids, tid2eid, weights, ids, num_tokens, logits_stride, sentinel_lo,
+                 vocab_size, num_unpadded, routed_scaling_factor);
+  } else {
+    __shared__ RowSmem<kExperts> row_smem[DSV4_TOPK_ROWS_PER_BLOCK];
+    wk::pdl_wait<true>();
+    const int lane = wk::lane_id();
+    const long long t = static_cast<long long>(blockIdx.x) * DSV4_TOPK_ROWS_PER_BLOCK + threadIdx.x / 32;
+    if (t >= static_cast<long long>(num_tokens)) {
       wk::pdl_launch_dependents<true>();
-      int id = -1;
-      float w = 0.0f;
-      if (lane < kTopK && tok >= 0 && tok < static_cast<long long>(vocab_size)) {
-        const long long e = static_cast<long long>(__ldg(tid2eid + tok * kTopK + lane));
-        if (e >= 0 && e < kExperts) {
-          id = static_cast<int>(e);
-          w = score_f(__ldg(row + e));
-        }
-      }
-      finish_row<S>(pad ? 0.0f : w, pad ? -1 : id, t, scale, weights, ids);
       return;
     }
-  }
+    const float scale = routed_scaling_factor;
+    const float* row = logits + t * static_cast<long long>(logits_stride);
 
-  const float* sel_bias = nullptr;
-  if constexpr (kHasBias) sel_bias = bias;
-  if constexpr (kHasVl) {
-    if (image) sel_bias = bias_vl;
-  }
-
-  // Stage the row in shared memory, slot-major: 16-byte loads when the row start is aligned (base
-  // aligned, stride % 4 == 0; both tested at run time: logits_aligned is a CompileKey field that
-  // no JitKey needs).
-  RowSmem<kExperts>& sm = row_smem[threadIdx.x / 32];
-  bool vec = false;
-  if constexpr (L::kGroup == 4 && kExperts % 4 == 0) vec = wk::aligned16(logits) && (logits_stride % 4) == 0;
-  if (vec) {
-#pragma unroll
-    for (int j = 0; j < L::kSlots / 4; ++j) {
-      const int e = L::expert(4 * j, lane);
-      float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (e < kExperts) q = __ldcs(reinterpret_cast<const float4*>(row + e));
-      sm.x[(4 * j) * 32 + lane] = q.x;
-      sm.x[(4 * j + 1) * 32 + lane] = q.y;
-      sm.x[(4 * j + 2) * 32 + lane] = q.z;
-      sm.x[(4 * j + 3) * 32 + lane] = q.w;
+    // Padding rows (t >= num_unpadded; never without a count: the host then passes num_tokens) run
+    // like the others and write -1 / 0 at the end: an early exit here made every binary 40 % larger
+    // and 3-7 % slower (docs/PERFORMANCE.md).
+    const bool pad = t >= static_cast<long long>(num_unpadded);
+    long long tok = 0;
+    bool image = false;
+    if constexpr (kHasVl || kHasHash) tok = static_cast<long long>(__ldg(input_ids + t));
+    if constexpr (kHasVl) {
+      const long long lo = WARMKEY_INT(S, sentinel_lo);
+      image = tok >= lo && tok < lo + kSentinelCount;
     }
-  } else {
-#pragma unroll
-    for (int i = 0; i < L::kSlots; ++i) {
-      const int e = L::expert(i, lane);
-      sm.x[i * 32 + lane] = e < kExperts ? __ldcs(row + e) : 0.0f;
-    }
-  }
-  wk::pdl_launch_dependents<true>();
-  __syncwarp();
 
-  const Pick p = rank_row<kExperts, kTopK>(sel_bias, sm);
-  if (p.f64)
-    finish_row<S>(pad ? 0.0 : p.wd, pad ? -1 : p.id, t, scale, weights, ids);
-  else
-    finish_row<S>(pad ? 0.0f : p.w, pad ? -1 : p.id, t, scale, weights, ids);
+    if constexpr (kHasHash) {
+      if (!image) {
+        wk::pdl_launch_dependents<true>();
+        int id = -1;
+        float w = 0.0f;
+        if (lane < kTopK && tok >= 0 && tok < static_cast<long long>(vocab_size)) {
+          const long long e = static_cast<long long>(__ldg(tid2eid + tok * kTopK + lane));
+          if (e >= 0 && e < kExperts) {
+            id = static_cast<int>(e);
+            w = score_f(__ldg(row + e));
+          }
+        }
+        finish_row<S>(pad ? 0.0f : w, pad ? -1 : id, t, scale, weights, ids);
+        return;
+      }
+    }
+
+    const float* sel_bias = nullptr;
+    if constexpr (kHasBias) sel_bias = bias;
+    if constexpr (kHasVl) {
+      if (image) sel_bias = bias_vl;
+    }
+
+    // Stage the row in shared memory, slot-major: 16-byte loads when the row start is aligned (base
+    // aligned, stride % 4 == 0; both tested at run time: logits_aligned is a CompileKey field that
+    // no JitKey needs).
+    RowSmem<kExperts>& sm = row_smem[threadIdx.x / 32];
+    bool vec = false;
+    if constexpr (L::kGroup == 4 && kExperts % 4 == 0) vec = wk::aligned16(logits) && (logits_stride % 4) == 0;
+    if (vec) {
+#pragma unroll
+      for (int j = 0; j < L::kSlots / 4; ++j) {
+        const int e = L::expert(4 * j, lane);
+        float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (e < kExperts) q = __ldcs(reinterpret_cast<const float4*>(row + e));
+        sm.x[(4 * j) * 32 + lane] = q.x;
+        sm.x[(4 * j + 1) * 32 + lane] = q.y;
+        sm.x[(4 * j + 2) * 32 + lane] = q.z;
+        sm.x[(4 * j + 3) * 32 + lane] = q.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < L::kSlots; ++i) {
+        const int e = L::expert(i, lane);
+        sm.x[i * 32 + lane] = e < kExperts ? __ldcs(row + e) : 0.0f;
+      }
+    }
+    wk::pdl_launch_dependents<true>();
+    __syncwarp();
+
+    const Pick p = rank_row<kExperts, kTopK>(sel_bias, sm);
+    if (p.f64)
+      finish_row<S>(pad ? 0.0 : p.wd, pad ? -1 : p.id, t, scale, weights, ids);
+    else
+      finish_row<S>(pad ? 0.0f : p.w, pad ? -1 : p.id, t, scale, weights, ids);
+  }
 }

@@ -36,6 +36,15 @@ inline constexpr std::int64_t kDsv4MaxExperts = 1024;  // BLOCK_N / 32 experts p
 inline constexpr std::int64_t kDsv4MaxTopK = 32;       // one selected expert per lane
 inline constexpr std::int64_t kDsv4RowsPerBlock = 4;   // one warp per row (dsv4_topk.cuh)
 
+// The thread-per-row path (dsv4_topk.cuh, "Thread per row"): one thread per token row, R rows per
+// block, for T >= kDsv4TopkRowPerThreadTokens when E is a multiple of 32 and K <= 16; below, one warp
+// per row. NOTES: both constants are starting points; the GPU A/B (bench_kernels,
+// WARMKEY_BENCH_DSV4_TOPK_PATH) sets them.
+inline constexpr std::int64_t kDsv4TopkRowPerThreadTokens = 4096;
+inline constexpr std::int64_t kDsv4TopkThreadRows = 128;       // R: threads (rows) per block
+inline constexpr std::int64_t kDsv4TopkThreadMaxTopK = 16;     // K + 1 picks in registers
+inline constexpr std::int64_t kDsv4TopkThreadExpertStep = 32;  // E % 32 == 0: whole staged chunks
+
 // next_pow2(E): the padded expert count the device template's lanes cover.
 std::int64_t dsv4_topk_block_n(std::int64_t num_experts);
 // Runtime VL switch: bias_vl given and a positive sentinel window.
@@ -43,6 +52,10 @@ bool dsv4_topk_has_vl(const Dsv4TopkArgs& args);
 // The index dtypes a configuration's routing can produce: config.index_dtypes, plus i64 when the
 // MegaMoE path (whose ids are i64) is a backend.
 std::vector<DType> routing_index_dtypes(const ModelConfig& config);
+// The heuristic: whether T rows of E experts at top-K take the thread-per-row path.
+bool dsv4_topk_row_per_thread(std::int64_t num_tokens, std::int64_t num_experts, std::int64_t top_k);
+// Dynamic shared memory of a thread-per-row block of `rows` rows (dsv4_topk.cuh, RowsLayout).
+std::int64_t dsv4_topk_thread_smem_bytes(std::int64_t num_experts, std::int64_t rows);
 
 // CompileKey fields, in order:
 //   num_experts, block_n   E (the constexpr NUM_EXPERTS) and next_pow2(E) (BLOCK_N)
@@ -57,6 +70,8 @@ std::vector<DType> routing_index_dtypes(const ModelConfig& config);
 //   launch_pdl             the launch's PDL attribute; not a template parameter (every binary
 //                          waits: dsv4_topk.cuh), so both values share one JitKey
 //   logits_aligned         16-byte alignment of logits (16-byte row loads)
+//   row_per_thread         dsv4_topk_row_per_thread(T, E, K): THREAD_ROWS = kDsv4TopkThreadRows (one
+//                          thread per row, dynamic shared memory) instead of 0 (one warp per row)
 // T, the row stride, vocab_size and num_unpadded are do_not_specialize (width only, always i32:
 // validation bounds them); the other pointers are read element by element
 // (do_not_specialize_on_alignment), so neither reaches the key. input_ids is passed only with VL
@@ -86,6 +101,10 @@ class Dsv4Topk : public Contract<Dsv4TopkArgs> {
   Args warmup_inputs(const CompileKey& key) const override;
   LaunchSpec launch_spec(const Args& args) const override;
   std::string describe(const Args& args) const override;
+
+  // launch_spec with THREAD_ROWS = thread_rows (0: one warp per row), whatever the heuristic says:
+  // the A/B of the two paths and of R (bench_kernels, WARMKEY_BENCH_DSV4_TOPK_PATH).
+  static LaunchSpec launch_spec_with(const Args& args, std::int64_t thread_rows);
 };
 
 }  // namespace warmkey

@@ -438,6 +438,8 @@ TEST(Dsv4TopkOracle, sweepsCoverEveryModeOfTheConfig) {
   };
   for (const char* w : {"hash layer", "routed layer", ", VL", "offset=1", "padded", "T=1,", "T=8192,"})
     EXPECT_TRUE(has(w)) << w;
+  // T = 8192 runs the thread-per-row path: the sweep checks both paths on every row kind.
+  EXPECT_TRUE(dsv4_topk_row_per_thread(8192, default_config().n_routed_experts, default_config().num_experts_per_tok));
   const equivalence::NumericCase c = cases.front().make();
   EXPECT_EQ(c.kernel, "dsv4_topk");
   EXPECT_NE(c.label.find("T=1 "), std::string::npos) << c.label;
@@ -574,7 +576,8 @@ TEST(Dsv4TopkKey, holdsExpertsTopKDtypeModesAndAlignment) {
   a.launch_pdl = true;
   EXPECT_EQ(kKernel.dispatch(a).to_string(),
             "dsv4_topk{num_experts=384, block_n=512, top_k=6, ids_dtype=u32, has_vl=true, sentinel_lo=2, "
-            "has_hash=false, has_padding=true, renormalize=true, launch_pdl=true, logits_aligned=false}");
+            "has_hash=false, has_padding=true, renormalize=true, launch_pdl=true, logits_aligned=false, "
+            "row_per_thread=false}");
   a.sentinel_lo = 0;  // bias_vl without a window: VL is off and the key says so
   EXPECT_EQ(kKernel.dispatch(a).get_bool("has_vl"), false);
   EXPECT_EQ(kKernel.dispatch(a).get_int("sentinel_lo"), 0);
@@ -605,14 +608,86 @@ TEST(Dsv4TopkKey, blockNIsTheNextPowerOfTwo) {
 }
 
 TEST(Dsv4TopkKey, warmupKeyCountsOfTheShippedConfigs) {
-  // E x K x ids dtypes x VL (2) x hash (2) x padding (2) x PDL (2) x logits alignment (2).
-  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash")).size(), 32u);
-  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash-384")).size(), 32u);
-  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash-ep8-eplb")).size(), 64u);  // i32 and i64 ids
+  // E x K x ids dtypes x VL (2) x hash (2) x padding (2) x PDL (2) x logits alignment (2) x path (2:
+  // every shipped dsv4 config batches 8192 >= kDsv4TopkRowPerThreadTokens tokens).
+  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash")).size(), 64u);
+  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash-384")).size(), 64u);
+  EXPECT_EQ(kKernel.warmup_keys(load_config("dsv4-flash-ep8-eplb")).size(), 128u);  // i32 and i64 ids
   ModelConfig no_vision = default_config();
   no_vision.vision = false;
   no_vision.num_hash_layers = 0;
+  EXPECT_EQ(kKernel.warmup_keys(no_vision).size(), 16u);
+  no_vision.max_num_batched_tokens = kDsv4TopkRowPerThreadTokens - 1;  // decode only: one warp per row
   EXPECT_EQ(kKernel.warmup_keys(no_vision).size(), 8u);
+  EXPECT_EQ(kKernel.warmup_keys(load_config("tiny")).size() % 2, 0u);
+  for (const CompileKey& k : kKernel.warmup_keys(load_config("tiny")))  // E = 16: never the thread path
+    EXPECT_FALSE(k.get_bool("row_per_thread")) << k;
+}
+
+// The T heuristic: one thread per row from kDsv4TopkRowPerThreadTokens rows when E % 32 == 0 and
+// K <= 16; the key field changes the binary (THREAD_ROWS, the block, dynamic shared memory) and
+// warmup_inputs reproduces either side.
+TEST(Dsv4TopkKey, rowPerThreadFromTheThresholdAndItChangesTheBinary) {
+  EXPECT_FALSE(dsv4_topk_row_per_thread(kDsv4TopkRowPerThreadTokens - 1, 256, 6));
+  EXPECT_TRUE(dsv4_topk_row_per_thread(kDsv4TopkRowPerThreadTokens, 256, 6));
+  EXPECT_TRUE(dsv4_topk_row_per_thread(65536, 384, 8));
+  EXPECT_FALSE(dsv4_topk_row_per_thread(65536, 99, 6));  // E % 32 != 0
+  EXPECT_FALSE(dsv4_topk_row_per_thread(65536, 256, 17));
+  Dsv4TopkArgs small = valid_args(kDsv4TopkRowPerThreadTokens - 1), big = valid_args(kDsv4TopkRowPerThreadTokens);
+  const CompileKey ks = kKernel.dispatch(small), kb = kKernel.dispatch(big);
+  EXPECT_FALSE(ks.get_bool("row_per_thread"));
+  EXPECT_TRUE(kb.get_bool("row_per_thread"));
+  EXPECT_EQ(ks.with("row_per_thread", true), kb);  // T itself is not in the key
+  for (const CompileKey& k : {ks, kb}) EXPECT_EQ(kKernel.dispatch(kKernel.warmup_inputs(k)), k) << k;
+  const JitKey js = make_jit_key(kKernel.bound_key(small), resolved_target());
+  const JitKey jb = make_jit_key(kKernel.bound_key(big), resolved_target());
+  EXPECT_NE(js.digest(), jb.digest());
+  EXPECT_NE(jb.signature_text().find("THREAD_ROWS=" + std::to_string(kDsv4TopkThreadRows)), std::string::npos)
+      << jb.signature_text();
+  EXPECT_NE(js.signature_text().find("THREAD_ROWS=0"), std::string::npos) << js.signature_text();
+  const LaunchSpec sb = kKernel.launch_spec(big), ss = kKernel.launch_spec(small);
+  EXPECT_EQ(sb.block[0], static_cast<unsigned>(kDsv4TopkThreadRows));
+  EXPECT_EQ(sb.grid[0],
+            static_cast<unsigned>((kDsv4TopkRowPerThreadTokens + kDsv4TopkThreadRows - 1) / kDsv4TopkThreadRows));
+  // RowsLayout at E = 256, R = 128: chunk buffers 2 x 128 x 36, group bounds 32 x 128, two biases
+  // of 260, a flag per row (floats).
+  EXPECT_EQ(sb.shared_bytes, 4u * (2 * 128 * 36 + 32 * 128 + 2 * 260 + 128));
+  EXPECT_EQ(ss.block[0], static_cast<unsigned>(32 * kDsv4RowsPerBlock));
+  EXPECT_EQ(ss.shared_bytes, 0u);
+  // The A/B entry: the warp path at any T, the thread path only where the device template can run.
+  EXPECT_EQ(Dsv4Topk::launch_spec_with(big, 0).block[0], static_cast<unsigned>(32 * kDsv4RowsPerBlock));
+  EXPECT_EQ(Dsv4Topk::launch_spec_with(small, 64).block[0], 64u);
+  Dsv4TopkArgs odd = big;
+  odd.logits = Tensor::meta(DType::f32, {kDsv4TopkRowPerThreadTokens, 99});
+  odd.bias = odd.bias_vl = Tensor::meta(DType::f32, {99});
+  EXPECT_FALSE(kKernel.dispatch(odd).get_bool("row_per_thread"));
+  try {
+    Dsv4Topk::launch_spec_with(odd, 128);
+    ADD_FAILURE() << "the thread path accepted E = 99";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("thread_rows"), std::string::npos) << e.what();
+  }
+}
+
+// The planted heuristic bugs: warmup without the thread path (P4 at prefill sizes), dispatch on the
+// wrong side of the threshold (the key round trip and the binary disagree at T = threshold).
+TEST(Dsv4TopkContract, plantedThresholdBugsAreCaught) {
+  const auto drops = test::planted("dsv4_topk.warmup_drops_row_per_thread");
+  ASSERT_NE(drops, nullptr);
+  const CompileKey prefill = kKernel.dispatch(valid_args(kDsv4TopkRowPerThreadTokens));
+  auto warmed = [&](const Kernel& k) {
+    const std::vector<CompileKey> keys = k.warmup_keys(default_config());
+    return std::find(keys.begin(), keys.end(), prefill) != keys.end();
+  };
+  EXPECT_TRUE(warmed(kKernel));
+  EXPECT_FALSE(warmed(*drops));
+  const auto off = test::planted("dsv4_topk.dispatch_threshold_off_by_one");
+  ASSERT_NE(off, nullptr);
+  const auto& m = spaces::as_contract<Dsv4TopkArgs>(*off);
+  const Dsv4TopkArgs at = valid_args(kDsv4TopkRowPerThreadTokens);
+  EXPECT_FALSE(m.bound_key(at) == m.bound_key(m.warmup_inputs(m.dispatch(at))));
+  EXPECT_TRUE(kKernel.bound_key(at) == kKernel.bound_key(kKernel.warmup_inputs(kKernel.dispatch(at))));
+  EXPECT_FALSE(test::warmup_findings(*off, default_config()).empty());
 }
 
 // ---- the contract ------------------------------------------------------------------------------

@@ -76,23 +76,23 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash", "moe_mul_sum", 28, 4},
       {"dsv4-flash", "swiglu_limit", 8, 1},
       {"dsv4-flash", "count_expert_tokens", 30, 3},
-      {"dsv4-flash", "dsv4_topk", 32, 4},
+      {"dsv4-flash", "dsv4_topk", 64, 8},  // both paths (row_per_thread)
       {"dsv4-flash", "moe_align", 8, 2},
-      {"dsv4-flash", nullptr, 142, 19},
+      {"dsv4-flash", nullptr, 174, 23},
       {"dsv4-flash-fp8", "fused_moe", 36, 10},
-      {"dsv4-flash-fp8", nullptr, 146, 28},  // fp8_quant: 4 keys, 4 JitKeys
+      {"dsv4-flash-fp8", nullptr, 178, 32},  // fp8_quant: 4 keys, 4 JitKeys
       {"dsv4-flash-f16", "fused_moe", 36, 5},
       {"dsv4-flash-f16", "nvfp4_moe", 36, 9},  // W13 and W2 share the warp-specialised binary
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 190, 36},
+      {"dsv4-flash-f16", nullptr, 222, 40},
       {"dsv4-flash-nvfp4", "nvfp4_moe", 36, 9},
-      {"dsv4-flash-nvfp4", nullptr, 142, 23},
+      {"dsv4-flash-nvfp4", nullptr, 174, 27},
       {"tiny", "lora_moe", 32, 20},
       {"tiny", nullptr, 166, 44},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
       {"dsv4-flash-ep8-eplb", "count_expert_tokens", 120, 12},
       {"dsv4-flash-ep8-eplb", "moe_align", 32, 8},
-      {"dsv4-flash-ep8-eplb", nullptr, 418, 94},
+      {"dsv4-flash-ep8-eplb", nullptr, 482, 102},
   };
   for (const Row& r : rows) {
     const Plan p = r.kernel ? plan_of(r.config, std::string(r.kernel)) : plan_of(r.config);
