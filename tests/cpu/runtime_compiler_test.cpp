@@ -10,24 +10,14 @@
 #include <thread>
 
 #include "tests/cpu/runtime_axpy.h"
+#include "tests/support/sanitizer.h"
 #include "warmup/arch.h"
 #include "warmup/compile_workers.h"
 #include "warmup/compiler.h"
 #include "warmup/error.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define WARMKEY_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WARMKEY_TEST_ASAN 1
-#endif
-#endif
-#ifndef WARMKEY_TEST_ASAN
-#define WARMKEY_TEST_ASAN 0
-#endif
-
 namespace warmkey {
-namespace {
+namespace runtime_compiler_test {
 
 using test_axpy::axpy_def;
 using test_axpy::key;
@@ -323,5 +313,5 @@ TEST(NvrtcWorkerPool, workersCompileRequestsAndADeadWorkerFallsBackInProcess) {
   EXPECT_EQ(c.programs_compiled(), 1 + 2 + 1) << "in-process, two in worker 0, one after the fallback";
 }
 
-}  // namespace
+}  // namespace runtime_compiler_test
 }  // namespace warmkey
