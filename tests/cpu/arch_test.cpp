@@ -15,7 +15,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey {
-namespace {
+namespace arch_test {
 
 using Archs = std::vector<std::string>;
 
@@ -293,5 +293,5 @@ TEST(ArchProbe, withoutAProbeAnswerCudaDecides) {
   EXPECT_EQ(early.arch, device_arch());
 }
 
-}  // namespace
+}  // namespace arch_test
 }  // namespace warmkey

@@ -8,7 +8,7 @@
 #include "equivalence/oracles/batched_moe.h"
 
 namespace warmkey {
-namespace {
+namespace batched_moe_oracle_case_test {
 
 // A scale element as the kernel reads it: f32 as is, ue8m0 as 2^(v - 127).
 double scale_at(const equivalence::HostTensor& t, std::int64_t i) {
@@ -49,5 +49,5 @@ TEST(BatchedMoeOracleCases, fp8ReferenceIsTheBlockScaledProductOfTheInputs) {
   }
 }
 
-}  // namespace
+}  // namespace batched_moe_oracle_case_test
 }  // namespace warmkey

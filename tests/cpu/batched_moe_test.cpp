@@ -13,7 +13,7 @@
 #include "warmup/error.h"
 
 namespace warmkey {
-namespace {
+namespace batched_moe_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -199,5 +199,5 @@ TEST(BatchedMoeKey, usedByBatchedConfigsOnlyAndWarmsEveryTile) {
   }
 }
 
-}  // namespace
+}  // namespace batched_moe_test
 }  // namespace warmkey

@@ -10,7 +10,7 @@
 #include "warmup/jit_key.h"
 
 namespace warmkey {
-namespace {
+namespace binder_test {
 
 constexpr __int128 kTwo31 = static_cast<__int128>(1) << 31;
 constexpr __int128 kTwo32 = static_cast<__int128>(1) << 32;
@@ -423,5 +423,5 @@ TEST(TensorMapRule, bindsByKindAloneAndReachesTheInstantiation) {
   EXPECT_THROW(bad.tensor_map("m", TensorMapDesc{&x, 6}), BindError);
 }
 
-}  // namespace
+}  // namespace binder_test
 }  // namespace warmkey

@@ -9,7 +9,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace compute_identity_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -120,5 +120,5 @@ TEST(ComputeIdentityContract, aBf16WarmupMissesTheF16Model) {
   EXPECT_TRUE(test::warmup_findings(*mutant, default_config()).empty() || !kKernel.used_by(default_config()));
 }
 
-}  // namespace
+}  // namespace compute_identity_test
 }  // namespace warmkey

@@ -23,7 +23,7 @@
 #include "spaces/rc_draw.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace config_projection_test {
 
 using F = ConfigField;
 
@@ -386,5 +386,5 @@ TEST(FuzzProjection, aSharedWarmSetsReportNamesTheInputsConfig) {
   }
 }
 
-}  // namespace
+}  // namespace config_projection_test
 }  // namespace warmkey::equivalence

@@ -15,7 +15,7 @@
 #include "warmup/error.h"
 
 namespace warmkey {
-namespace {
+namespace count_expert_tokens_test {
 
 using reference::IndexVector;
 
@@ -206,5 +206,5 @@ TEST(CountExpertTokensContract, blockSizeComesFromTheKeyNotFromAWarmupShape) {
   EXPECT_NE(problems.front().find("block_size"), std::string::npos) << problems.front();
 }
 
-}  // namespace
+}  // namespace count_expert_tokens_test
 }  // namespace warmkey

@@ -11,7 +11,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace deepep_globalize_test {
 
 const DeepepGlobalize kKernel;
 
@@ -109,5 +109,5 @@ TEST(DeepepGlobalizeSpace, drawsReachEveryRanksWholeBatch) {
   EXPECT_EQ(a.recv_topk_idx.size(0), c.max_num_batched_tokens * c.ep_size);
 }
 
-}  // namespace
+}  // namespace deepep_globalize_test
 }  // namespace warmkey

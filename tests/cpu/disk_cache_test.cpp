@@ -18,7 +18,7 @@
 #include "warmup/source_set.h"
 
 namespace warmkey {
-namespace {
+namespace disk_cache_test {
 
 namespace fs = std::filesystem;
 using test_axpy::key;
@@ -813,5 +813,5 @@ TEST(DiskCacheConcurrency, pruningLockFilesNeverLetsTwoProcessesHoldOneKey) {
   for (auto& c : children) EXPECT_EQ(c.join(), "0");
 }
 
-}  // namespace
+}  // namespace disk_cache_test
 }  // namespace warmkey

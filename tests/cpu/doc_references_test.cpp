@@ -26,7 +26,7 @@
 // NOTES: the helpers sit in a namespace named after this file: the test binaries are unity builds,
 // where two files' anonymous namespaces share one translation unit.
 namespace warmkey::test::doc_references {
-namespace {
+namespace doc_references_test {
 
 namespace fs = std::filesystem;
 
@@ -257,5 +257,5 @@ TEST_F(DocReferences, everyPerformanceSectionCitedByNameIsFound) {
   EXPECT_GT(citations, 0u) << "no section citation found: the scan is broken";
 }
 
-}  // namespace
+}  // namespace doc_references_test
 }  // namespace warmkey::test::doc_references

@@ -17,7 +17,7 @@
 #include "warmup/domain.h"
 
 namespace warmkey {
-namespace {
+namespace domain_test {
 
 using Points = std::vector<std::int64_t>;
 
@@ -216,5 +216,5 @@ TEST(KeySpace, enumerationIsDeterministic) {
   EXPECT_EQ(make().size(), 18U);
 }
 
-}  // namespace
+}  // namespace domain_test
 }  // namespace warmkey

@@ -10,7 +10,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace dsv4_topk_oracle_case_test {
 
 // Meta Args over a case's tensors and scalars, as the oracle's device_args builds them.
 Dsv4TopkArgs meta_args(const equivalence::NumericCase& c) {
@@ -52,5 +52,5 @@ TEST(Dsv4TopkOracle, theCaseOfEveryWarmupKeyHasThatKey) {
   EXPECT_GT(checked, 0);
 }
 
-}  // namespace
+}  // namespace dsv4_topk_oracle_case_test
 }  // namespace warmkey

@@ -22,7 +22,7 @@
 #include "warmup/error.h"
 
 namespace warmkey {
-namespace {
+namespace dsv4_topk_test {
 
 using reference::RowMatrixXf;
 using reference::RowMatrixXi32;
@@ -715,5 +715,5 @@ TEST(Dsv4TopkContract, forgottenVlFieldOrSentinelClassChangesTheBinary) {
   EXPECT_FALSE(f.bound_key(sentinel_no_bias) == f.bound_key(f.warmup_inputs(f.dispatch(sentinel_no_bias))));
 }
 
-}  // namespace
+}  // namespace dsv4_topk_test
 }  // namespace warmkey

@@ -17,7 +17,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace ep_device_experts_test {
 
 // The config `warmkey ep --ranks N` runs (its ep_size set to the rank count), under a name of its
 // own: the layer's warm-set cache is per config name.
@@ -153,5 +153,5 @@ TEST(EpDeviceExperts, badOptionsAreInputErrors) {
   EXPECT_THROW(replay::ep::run_ranks(o), InputError);
 }
 
-}  // namespace
+}  // namespace ep_device_experts_test
 }  // namespace warmkey

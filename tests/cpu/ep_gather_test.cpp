@@ -9,7 +9,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace ep_gather_test {
 
 const EpGather kKernel;
 
@@ -56,5 +56,5 @@ TEST(EpGatherKey, holdsDtypesAndAlignment) {
   EXPECT_TRUE(test::warmup_findings(kKernel, ep).empty());
 }
 
-}  // namespace
+}  // namespace ep_gather_test
 }  // namespace warmkey

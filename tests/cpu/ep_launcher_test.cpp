@@ -12,7 +12,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace ep_launcher_test {
 
 replay::ep::LaunchOptions options(std::int64_t ranks) {
   replay::ep::LaunchOptions o;
@@ -111,5 +111,5 @@ TEST(EpNccl, loadsLazilyOrSaysWhy) {
   EXPECT_LT(nccl->version(), 30000);
 }
 
-}  // namespace
+}  // namespace ep_launcher_test
 }  // namespace warmkey

@@ -15,7 +15,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace ep_scatter_test {
 
 const EpScatter kKernel;
 
@@ -151,5 +151,5 @@ TEST(EpScatterContract, theKeyWithoutScaleFormatMissesPackedScales) {
   EXPECT_FALSE(test::warms(bad, ep, kKernel.bound_key(packed)));
 }
 
-}  // namespace
+}  // namespace ep_scatter_test
 }  // namespace warmkey

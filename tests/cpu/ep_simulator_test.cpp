@@ -11,7 +11,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace ep_simulator_test {
 
 // tiny, narrowed for speed (H = 128, I = 128), with EP over `ranks` and `redundant` EPLB replicas.
 ModelConfig ep_config(std::int64_t ranks, std::int64_t redundant) {
@@ -133,5 +133,5 @@ RC_GTEST_PROP(EpSimulator, distributedLayerEqualsTheSingleProcessLayer, ()) {
   RC_ASSERT(replay::ep::check_launch_keys(c, r.sim).empty());
 }
 
-}  // namespace
+}  // namespace ep_simulator_test
 }  // namespace warmkey

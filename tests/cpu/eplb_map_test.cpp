@@ -18,7 +18,7 @@
 #include "warmup/error.h"
 
 namespace warmkey {
-namespace {
+namespace eplb_map_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXi64;
@@ -295,5 +295,5 @@ TEST(EplbMapContract, warmupMapsMustBeInt64) {
   EXPECT_NE(problems.front().find("replica_count"), std::string::npos) << problems.front();
 }
 
-}  // namespace
+}  // namespace eplb_map_test
 }  // namespace warmkey

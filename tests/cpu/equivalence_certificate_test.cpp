@@ -8,7 +8,7 @@
 #include "equivalence/verify.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace equivalence_certificate_test {
 
 TEST(CoverageCertificate, everyEmbeddedConfigHasEveryReachableJitKeyWarmed) {
   for (const std::string& name : embedded_config_names()) {
@@ -56,5 +56,5 @@ TEST(CoverageCertificate, aMissedBucketIsUncoveredWithTheClassThatReachesIt) {
   EXPECT_NE(c.to_json()["kernels"][0]["all_warmed"], "yes");
 }
 
-}  // namespace
+}  // namespace equivalence_certificate_test
 }  // namespace warmkey::equivalence

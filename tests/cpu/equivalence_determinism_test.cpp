@@ -8,7 +8,7 @@
 #include "equivalence/kernel_table.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace equivalence_determinism_test {
 
 const std::vector<std::string> kChild = {"/proc/self/exe",
                                          "--gtest_filter=EquivalenceDeterminism.manifestChildEntryPoint"};
@@ -55,5 +55,5 @@ TEST(EquivalenceDeterminism, aKeyHoldingAnAddressIsCaughtInProcessAndAcrossProce
   EXPECT_EQ(across.front().property, Property::P7);
 }
 
-}  // namespace
+}  // namespace equivalence_determinism_test
 }  // namespace warmkey::equivalence

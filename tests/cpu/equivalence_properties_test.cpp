@@ -13,7 +13,7 @@
 #include "spaces/rc_draw.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace equivalence_properties_test {
 
 WarmSetCache& warm_sets() {
   static WarmSetCache cache;
@@ -85,5 +85,5 @@ TEST(CompileKeyEquivalence, everyKernelOfTheTableHasAnInputSpace) {
   }
 }
 
-}  // namespace
+}  // namespace equivalence_properties_test
 }  // namespace warmkey::equivalence

@@ -13,7 +13,7 @@
 #include "tests/support/source_tree.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace equivalence_regressions_test {
 
 namespace fs = std::filesystem;
 
@@ -51,5 +51,5 @@ TEST(FuzzRegressions, everySeedCorpusInputPasses) {
       << "no seed corpus under " << source_dir() / "fuzz/corpus";
 }
 
-}  // namespace
+}  // namespace equivalence_regressions_test
 }  // namespace warmkey::equivalence

@@ -10,7 +10,7 @@
 #include "spaces/byte_draw.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace equivalence_report_test {
 
 VerifyReport run(const std::string& mutant, const std::string& config = "dsv4-flash", std::size_t cases = 400,
                  bool classes = false) {
@@ -165,5 +165,5 @@ TEST(VerifyReportJson, namesKernelsWithoutAnInputSpace) {
   EXPECT_EQ(r.to_json()["unverified"], nlohmann::json::array({"my_kernel"}));
 }
 
-}  // namespace
+}  // namespace equivalence_report_test
 }  // namespace warmkey::equivalence

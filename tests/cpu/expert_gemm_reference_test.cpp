@@ -21,7 +21,7 @@
 #include "warmup/host_dtype.h"
 
 namespace warmkey {
-namespace {
+namespace expert_gemm_reference_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -272,5 +272,5 @@ TEST(ExpertGemmReference, nvfp4MoeMatchesThePerElementRecipeBitwise) {
   EXPECT_EQ(first_difference(got, want), "");
 }
 
-}  // namespace
+}  // namespace expert_gemm_reference_test
 }  // namespace warmkey

@@ -21,7 +21,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey {
-namespace {
+namespace fp8_quant_test {
 
 const Fp8Quant kKernel;
 
@@ -275,5 +275,5 @@ TEST(Fp8QuantOracle, casesFollowTheSpaceLayoutAndSweepBothOperands) {
   EXPECT_TRUE(hidden && act);
 }
 
-}  // namespace
+}  // namespace fp8_quant_test
 }  // namespace warmkey

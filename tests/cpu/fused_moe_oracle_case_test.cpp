@@ -13,7 +13,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace fused_moe_oracle_case_test {
 
 // Meta Args over a case's tensors: the shapes, dtypes and alignment its device copies get.
 FusedMoeArgs meta_args(const equivalence::NumericCase& c) {
@@ -106,5 +106,5 @@ TEST(FusedMoeCaseBuilder, fp8ReferenceIsTheBlockScaledProductOfTheInputs) {
   }
 }
 
-}  // namespace
+}  // namespace fused_moe_oracle_case_test
 }  // namespace warmkey

@@ -19,7 +19,7 @@
 #include "warmup/error.h"
 
 namespace warmkey {
-namespace {
+namespace fused_moe_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -465,5 +465,5 @@ TEST(FusedMoeKey, runtimeIntegerArgumentsDescribeTheirTensors) {
   }
 }
 
-}  // namespace
+}  // namespace fused_moe_test
 }  // namespace warmkey

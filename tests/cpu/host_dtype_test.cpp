@@ -7,7 +7,7 @@
 #include "warmup/host_dtype.h"
 
 namespace warmkey {
-namespace {
+namespace host_dtype_test {
 
 TEST(HostDtype, bf16RoundsToNearestEven) {
   EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3f80);
@@ -82,5 +82,5 @@ TEST(HostDtype, typedElementAccess) {
   EXPECT_EQ(round_to_dtype(DType::f16, 1.0f + 0x1.0p-12f), 1.0f);
 }
 
-}  // namespace
+}  // namespace host_dtype_test
 }  // namespace warmkey

@@ -21,7 +21,7 @@
 #include "warmup/source_set.h"
 
 namespace warmkey {
-namespace {
+namespace jit_key_sensitivity_test {
 
 namespace fs = std::filesystem;
 using test_axpy::key;
@@ -305,5 +305,5 @@ TEST(JitKeySensitivity, aBundleEntryWhoseKeyTextDiffersInAnyByteIsNeverServed) {
   EXPECT_EQ(rt.compiler().programs_compiled(), 0);
 }
 
-}  // namespace
+}  // namespace jit_key_sensitivity_test
 }  // namespace warmkey

@@ -36,7 +36,7 @@
 #include "tests/support/source_tree.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace kernel_places_test {
 
 namespace fs = std::filesystem;
 
@@ -169,5 +169,5 @@ TEST(KernelPlaces, theGenericProjectionCodeNamesNoKernel) {
   }
 }
 
-}  // namespace
+}  // namespace kernel_places_test
 }  // namespace warmkey::equivalence

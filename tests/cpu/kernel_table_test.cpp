@@ -16,7 +16,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace kernel_table_test {
 
 TEST(KernelTable, isTheRegistryAndEveryRowIsComplete) {
   std::vector<std::string> names;
@@ -117,5 +117,5 @@ TEST_P(JitServing, warmupKeysCompileAndServeEveryDrawnInput) {
 
 INSTANTIATE_TEST_SUITE_P(KernelTable, JitServing, ::testing::ValuesIn(row_names()), row_name);
 
-}  // namespace
+}  // namespace kernel_table_test
 }  // namespace warmkey::equivalence

@@ -22,7 +22,7 @@
 #include "warmup/orchestrator.h"
 
 namespace warmkey {
-namespace {
+namespace key_folding_test {
 
 // The kernels that fold, and the CompileKey fields their JitKey no longer tells apart: a 'D' class
 // (do_not_specialize_on_alignment in the signature, or a conditional fold, KernelDef::fold:
@@ -355,5 +355,5 @@ TEST(KeyFolding, theConditionallyFoldedDivisibilityReachesNoInstruction) {
   EXPECT_NE(code_of(def, with_class(al.jit, "numel", "i32", "")), code_of(def, al.jit));
 }
 
-}  // namespace
+}  // namespace key_folding_test
 }  // namespace warmkey

@@ -11,7 +11,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace lora_moe_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -148,5 +148,5 @@ TEST(LoraMoeContract, usedOnlyWithLoraAndWarmsBothModes) {
   EXPECT_FALSE(kKernel.used_by(c));
 }
 
-}  // namespace
+}  // namespace lora_moe_test
 }  // namespace warmkey

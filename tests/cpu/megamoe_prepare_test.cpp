@@ -13,7 +13,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace megamoe_prepare_test {
 
 const MegamoePrepare kKernel;
 
@@ -90,5 +90,5 @@ TEST(MegamoePrepareContract, warmupReproducesTheRuntimeLayout) {
   EXPECT_FALSE(test::warmup_findings(*mutant, ep).empty());
 }
 
-}  // namespace
+}  // namespace megamoe_prepare_test
 }  // namespace warmkey

@@ -14,7 +14,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace model_config_test {
 
 using nlohmann::json;
 
@@ -311,5 +311,5 @@ RC_GTEST_PROP(ModelConfigJson, toJsonThenFromJsonIsTheIdentity, ()) {
   RC_ASSERT(ModelConfig::from_json(c.to_json()).to_json() == c.to_json());
 }
 
-}  // namespace
+}  // namespace model_config_test
 }  // namespace warmkey

@@ -17,7 +17,7 @@
 #include "warmup/error.h"
 
 namespace warmkey {
-namespace {
+namespace moe_align_test {
 
 using reference::IndexVector;
 
@@ -234,7 +234,7 @@ TEST(MoeAlignContract, warpCountComesFromTheKeyNotFromAWarmupShape) {
   EXPECT_NE(problems.front().find("num_warps"), std::string::npos) << problems.front();
 }
 
-}  // namespace
+}  // namespace moe_align_test
 }  // namespace warmkey
 
 namespace warmkey {

@@ -9,7 +9,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace moe_gemm_replay_layout_test {
 
 template <class Space>
 void expect_one_layout_per_size(const char* config_name) {
@@ -33,5 +33,5 @@ TEST(ReplayLayouts, aBatchReplaysOnlyTheLayoutOfItsSize) {
   expect_one_layout_per_size<spaces::FusedMoeSpace>("dsv4-flash");
 }
 
-}  // namespace
+}  // namespace moe_gemm_replay_layout_test
 }  // namespace warmkey

@@ -15,7 +15,7 @@
 #include "warmup/error.h"
 
 namespace warmkey::replay::layer {
-namespace {
+namespace moe_layer_plan_test {
 
 struct ConfigBackend {
   ModelConfig config;
@@ -389,5 +389,5 @@ TEST(MoeLayerPlan, rooflineOfAUniformRoutingCountsEveryRoutedExpert) {
   EXPECT_THROW(layer_cost(c, LayerBackend::bf16, {1}, all), Error);  // 256 experts from 6 entries
 }
 
-}  // namespace
+}  // namespace moe_layer_plan_test
 }  // namespace warmkey::replay::layer

@@ -12,7 +12,7 @@
 #include "warmup/host_dtype.h"
 
 namespace warmkey::reference {
-namespace {
+namespace moe_layer_reference_test {
 
 struct Layer {
   MoeLayerShape shape;
@@ -336,5 +336,5 @@ TEST(MoeLayerReference, fp8QuantisationUsesPowerOfTwoOrExactScales) {
   EXPECT_THROW(quantize_fp8_blocks(x.leftCols(64), DType::f32, q, s), Error);
 }
 
-}  // namespace
+}  // namespace moe_layer_reference_test
 }  // namespace warmkey::reference

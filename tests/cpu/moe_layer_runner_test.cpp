@@ -9,7 +9,7 @@
 #include "warmup/error.h"
 
 namespace warmkey::replay::layer {
-namespace {
+namespace moe_layer_runner_test {
 
 std::string refusal(const LayerRunOptions& o) {
   try {
@@ -96,5 +96,5 @@ TEST(MoeLayerRunner, anEmptyReportIsOkAndPrintsItsVerdict) {
   EXPECT_FALSE(r.ok());
 }
 
-}  // namespace
+}  // namespace moe_layer_runner_test
 }  // namespace warmkey::replay::layer

@@ -16,7 +16,7 @@
 #include "warmup/host_dtype.h"
 
 namespace warmkey {
-namespace {
+namespace moe_mul_sum_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -247,5 +247,5 @@ TEST(MoeMulSumContract, warmupFollowsTheConfiguredDtypeAndMap) {  // contract br
   EXPECT_TRUE(f16 && misaligned && map_i64 && no_map);
 }
 
-}  // namespace
+}  // namespace moe_mul_sum_test
 }  // namespace warmkey

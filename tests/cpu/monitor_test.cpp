@@ -6,7 +6,7 @@
 #include "warmup/monitor.h"
 
 namespace warmkey {
-namespace {
+namespace monitor_test {
 
 using test_axpy::key;
 
@@ -136,5 +136,5 @@ TEST(Monitor, warmedKeysAreCountedOnce) {
   EXPECT_EQ(m.warmed_count(), 2u);
 }
 
-}  // namespace
+}  // namespace monitor_test
 }  // namespace warmkey

@@ -15,7 +15,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace mutation_survivors_test {
 
 // A pick among one alternative takes it without reading a byte.
 TEST(Draw, aPickAmongOneAlternativeIsThatOne) {
@@ -79,5 +79,5 @@ TEST(BatchedMoeReference, refusesInconsistentShapes) {
   EXPECT_THROW(reference::batched_moe(a, b, c, counts, 2, scales, std::nullopt, DType::f32), Error);
 }
 
-}  // namespace
+}  // namespace mutation_survivors_test
 }  // namespace warmkey

@@ -9,7 +9,7 @@
 #include "warmup/host_dtype.h"
 
 namespace warmkey {
-namespace {
+namespace nvfp4_codec_test {
 
 TEST(E2m1Codec, everyCodeRoundTrips) {
   const float magnitudes[] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
@@ -46,5 +46,5 @@ TEST(E2m1Codec, packsElement2jInTheLowNibble) {
   EXPECT_EQ(back[2], 0.5f);
 }
 
-}  // namespace
+}  // namespace nvfp4_codec_test
 }  // namespace warmkey

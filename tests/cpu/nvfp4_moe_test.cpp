@@ -22,7 +22,7 @@
 #include "warmup/host_dtype.h"
 
 namespace warmkey {
-namespace {
+namespace nvfp4_moe_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -553,5 +553,5 @@ TEST(Nvfp4MoeCompile, everyTileShapeAndOptionCompiles) {
   EXPECT_EQ(r.compiled, bound.size());
 }
 
-}  // namespace
+}  // namespace nvfp4_moe_test
 }  // namespace warmkey

@@ -10,7 +10,7 @@
 #include "warmup/error.h"
 
 namespace warmkey {
-namespace {
+namespace oracle_test {
 
 equivalence::NumericCase one_output_case(DType d, std::vector<float> want, equivalence::Tolerance tol) {
   equivalence::NumericCase c;
@@ -140,5 +140,5 @@ TEST(MoeMulSumOracle, caseSurvivesADiskRoundTrip) {
   EXPECT_EQ(back.tolerance("out").rel, equivalence::MoeMulSumOracle::tolerance(DType::bf16).rel);
 }
 
-}  // namespace
+}  // namespace oracle_test
 }  // namespace warmkey

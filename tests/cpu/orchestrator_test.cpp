@@ -17,7 +17,7 @@
 #include "warmup/source_set.h"
 
 namespace warmkey {
-namespace {
+namespace orchestrator_test {
 
 // A device entry with the parameter list the host signature below declares.
 constexpr const char* kGoodSource =
@@ -311,5 +311,5 @@ TEST(WarmupSummary, jsonHasEveryCounter) {
   EXPECT_NE(text.find("boom"), std::string::npos) << text;
 }
 
-}  // namespace
+}  // namespace orchestrator_test
 }  // namespace warmkey

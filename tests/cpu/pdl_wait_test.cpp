@@ -13,7 +13,7 @@
 #include "warmup/source_set.h"
 
 namespace warmkey {
-namespace {
+namespace pdl_wait_test {
 
 // The body of `entry`'s __global__ definition in `text` (its braces included), or "".
 std::string entry_body(const std::string& text, const std::string& entry) {
@@ -66,5 +66,5 @@ TEST(PdlWait, aBodyWithoutTheWaitIsFound) {
   EXPECT_EQ(entry_body(src, "missing_kernel"), "");
 }
 
-}  // namespace
+}  // namespace pdl_wait_test
 }  // namespace warmkey

@@ -11,7 +11,7 @@
 #include "warmup/ptx_fold.h"
 
 namespace warmkey {
-namespace {
+namespace ptx_fold_test {
 
 const std::string kA = "k_00000000000000aa", kB = "k_00000000000000bb", kC = "k_00000000000000cc";
 
@@ -111,5 +111,5 @@ TEST(PtxFold, realCompileSharesTheEntryOfKeysWithIdenticalCode) {
   EXPECT_NE(own[1].lowered_name, own[0].lowered_name);
 }
 
-}  // namespace
+}  // namespace ptx_fold_test
 }  // namespace warmkey

@@ -11,7 +11,7 @@
 #include "warmup/roofline.h"
 
 namespace warmkey {
-namespace {
+namespace roofline_test {
 
 constexpr const char* kH200 = "NVIDIA H200";
 
@@ -108,5 +108,5 @@ TEST(Roofline, theLayerReportShowsNoFigureTheGuardRefusedAndFails) {
   EXPECT_EQ(j["rows"][0]["roofline_error"], row.roofline_error);
 }
 
-}  // namespace
+}  // namespace roofline_test
 }  // namespace warmkey

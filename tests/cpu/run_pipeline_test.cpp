@@ -16,7 +16,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey::replay {
-namespace {
+namespace run_pipeline_test {
 
 RunOptions tiny_options(const std::filesystem::path& cache) {
   RunOptions o;
@@ -234,5 +234,5 @@ TEST(RunReport, textNamesEveryKernelAndTheVerdict) {
   EXPECT_NE(bad.find("result: FAILED: 1 verification violations, 1 runtime compiles"), std::string::npos) << bad;
 }
 
-}  // namespace
+}  // namespace run_pipeline_test
 }  // namespace warmkey::replay

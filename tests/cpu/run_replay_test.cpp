@@ -23,7 +23,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey::replay {
-namespace {
+namespace run_replay_test {
 
 // A disk cache shared by the tests of this binary (and kept between runs): only hits are faster.
 std::filesystem::path shared_cache() { return std::filesystem::temp_directory_path() / "warmkey-run-tests-cache"; }
@@ -292,5 +292,5 @@ TEST(ReplayCompileOnly, traceThatDoesNotFitTheConfigIsAnInputError) {
   EXPECT_THROW(replay_trace(equivalence::builtin_registry().all(), c, t, rt), InputError);
 }
 
-}  // namespace
+}  // namespace run_replay_test
 }  // namespace warmkey::replay

@@ -12,7 +12,7 @@
 #include "warmup/error.h"
 
 namespace warmkey::replay {
-namespace {
+namespace run_trace_test {
 
 std::vector<ServingBatch> batches_of(const Trace& t) {
   std::vector<ServingBatch> out;
@@ -189,5 +189,5 @@ TEST(TraceFormat, documentedExampleIsValid) {
   EXPECT_GE(t.batches(), 8u);
 }
 
-}  // namespace
+}  // namespace run_trace_test
 }  // namespace warmkey::replay

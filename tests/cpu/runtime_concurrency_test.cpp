@@ -18,7 +18,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey {
-namespace {
+namespace runtime_concurrency_test {
 
 namespace fs = std::filesystem;
 using test_axpy::key;
@@ -291,5 +291,5 @@ TEST(RuntimeConcurrency, fourWarmkeyWarmupProcessesOnOneEmptyCacheCompileEachKey
 }
 #endif
 
-}  // namespace
+}  // namespace runtime_concurrency_test
 }  // namespace warmkey

@@ -21,7 +21,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey {
-namespace {
+namespace runtime_lifetime_test {
 
 namespace fs = std::filesystem;
 using test_axpy::TempDir;
@@ -359,5 +359,5 @@ TEST(RuntimeLifetime, anEditedSourceIsNeverServedFromMemory) {
   EXPECT_EQ(rt.monitor().counters(Phase::warmup).compiles, 2);
 }
 
-}  // namespace
+}  // namespace runtime_lifetime_test
 }  // namespace warmkey

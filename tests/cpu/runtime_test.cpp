@@ -15,7 +15,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey {
-namespace {
+namespace runtime_test {
 
 namespace fs = std::filesystem;
 using test_axpy::key;
@@ -756,11 +756,11 @@ TEST(JitRuntime, launchingAMetaTensorThrowsMetaTensorError) {
 
 TEST(JitRuntime, globalIsOneRuntime) { EXPECT_EQ(&JitRuntime::global(), &JitRuntime::global()); }
 
-}  // namespace
+}  // namespace runtime_test
 }  // namespace warmkey
 
 namespace warmkey {
-namespace {
+namespace runtime_test {
 
 // Keys compiled in one NVRTC program share one cubin, and a bundle stores it once.
 TEST(JitRuntime, bundleStoresEachDistinctCubinOnce) {
@@ -778,5 +778,5 @@ TEST(JitRuntime, bundleStoresEachDistinctCubinOnce) {
   EXPECT_EQ(fresh.import_bundle(file), 4u);
 }
 
-}  // namespace
+}  // namespace runtime_test
 }  // namespace warmkey

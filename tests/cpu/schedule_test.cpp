@@ -10,7 +10,7 @@
 #include "warmup/schedule.h"
 
 namespace warmkey {
-namespace {
+namespace schedule_test {
 
 // Two kernels whose headers differ in size: "big" keys are estimated dearer than "small" ones.
 const SourceSet& sources() {
@@ -171,5 +171,5 @@ TEST(Schedule, theRuntimeFollowsThePolicy) {
   }
 }
 
-}  // namespace
+}  // namespace schedule_test
 }  // namespace warmkey

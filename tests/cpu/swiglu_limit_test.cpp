@@ -11,7 +11,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey {
-namespace {
+namespace swiglu_limit_test {
 
 using reference::IndexVector;
 using reference::RowMatrixXf;
@@ -157,5 +157,5 @@ TEST(SwigluLimitContract, warmupFollowsTheConfiguredDtypeLimitAndMap) {
   }
 }
 
-}  // namespace
+}  // namespace swiglu_limit_test
 }  // namespace warmkey

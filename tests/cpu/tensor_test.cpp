@@ -7,7 +7,7 @@
 #include "warmup/tensor.h"
 
 namespace warmkey {
-namespace {
+namespace tensor_test {
 
 // Found by ci/mutation-campaign (warmup/tensor.cpp: the message lost the tensor and the suite still passed).
 TEST(Tensor, aDimOutsideTheTensorIsAnInputErrorNamingTensorAndDim) {
@@ -44,5 +44,5 @@ TEST(Tensor, textNamesSizesStridesOfAViewAndOffset) {
   EXPECT_EQ(Tensor::meta_strided(DType::f32, sizes, strides, 4).to_string(), "f32[3,5]/strides(8,1)@+4 (meta)");
 }
 
-}  // namespace
+}  // namespace tensor_test
 }  // namespace warmkey

@@ -17,7 +17,7 @@ void PrintTo(const equivalence::BatchedMoeCase& p, std::ostream* os) { *os << p.
 }  // namespace warmkey
 
 namespace warmkey::test {
-namespace {
+namespace batched_moe_gpu_test {
 
 struct Operands {
   DType dtype, out;
@@ -65,5 +65,5 @@ TEST(BatchedMoeGpuRuns, areBitwiseDeterministic) {
             equivalence::BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes);
 }
 
-}  // namespace
+}  // namespace batched_moe_gpu_test
 }  // namespace warmkey::test

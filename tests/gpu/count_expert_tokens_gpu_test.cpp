@@ -13,7 +13,7 @@ namespace warmkey {
 // gtest prints a parameter by its label (found by argument-dependent lookup).
 void PrintTo(const equivalence::CountExpertTokensCase& p, std::ostream* os) { *os << p.label(); }
 
-namespace {
+namespace count_expert_tokens_gpu_test {
 
 std::vector<equivalence::CountExpertTokensCase> all_cases() {
   std::vector<equivalence::CountExpertTokensCase> cases;
@@ -93,5 +93,5 @@ TEST(CountExpertTokensGpuWorkspace, launchesReuseOneWorkspaceAndLeaveItZero) {
   }
 }
 
-}  // namespace
+}  // namespace count_expert_tokens_gpu_test
 }  // namespace warmkey

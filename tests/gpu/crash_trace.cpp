@@ -8,7 +8,7 @@
 #include <cstring>
 #include <initializer_list>
 
-namespace {
+namespace crash_trace {
 
 void print_stack(int sig) {
   const char* what = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : "SIGABRT";
@@ -38,4 +38,4 @@ const bool installed = [] {
   return true;
 }();
 
-}  // namespace
+}  // namespace crash_trace

@@ -20,7 +20,7 @@
 #include "kernels/builtin.h"
 
 namespace warmkey {
-namespace {
+namespace device_source_override {
 
 class DeviceSourceOverride : public ::testing::Environment {
  public:
@@ -56,5 +56,5 @@ class DeviceSourceOverride : public ::testing::Environment {
 
 const auto* const kRegistered = ::testing::AddGlobalTestEnvironment(new DeviceSourceOverride);
 
-}  // namespace
+}  // namespace device_source_override
 }  // namespace warmkey

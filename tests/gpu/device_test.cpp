@@ -13,7 +13,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey {
-namespace {
+namespace device_test {
 
 class DeviceTest : public ::testing::Test {
  protected:
@@ -202,5 +202,5 @@ TEST_F(DeviceTest, aBadLaunchNamesTheKernel) {
   }
 }
 
-}  // namespace
+}  // namespace device_test
 }  // namespace warmkey

@@ -18,7 +18,7 @@ namespace warmkey {
 // gtest prints a parameter by its label (found by argument-dependent lookup).
 void PrintTo(const equivalence::Dsv4TopkCase& p, std::ostream* os) { *os << p.label(); }
 
-namespace {
+namespace dsv4_topk_gpu_test {
 
 enum Mode { kPlain, kVl, kHash, kPadded };
 
@@ -84,5 +84,5 @@ std::vector<equivalence::Dsv4TopkCase> all_cases() {
 
 WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Dsv4TopkGpu, equivalence::Dsv4TopkOracle, equivalence::Dsv4TopkCase, all_cases());
 
-}  // namespace
+}  // namespace dsv4_topk_gpu_test
 }  // namespace warmkey

@@ -20,7 +20,7 @@
 #include "warmup/model_config.h"
 
 namespace warmkey::replay::ep {
-namespace {
+namespace ep_device_experts_gpu_test {
 
 #define WARMKEY_EP_GPU_TEST_SKIP_UNLESS_DEVICE()                                                               \
   do {                                                                                                         \
@@ -89,5 +89,5 @@ TEST(EpDeviceExpertsGpu, dsv4FlashTwoRanksOnOneGpuMatchTheReferenceLayer) {
   expect_device_run_ok(o);
 }
 
-}  // namespace
+}  // namespace ep_device_experts_gpu_test
 }  // namespace warmkey::replay::ep

@@ -15,7 +15,7 @@ namespace warmkey {
 // gtest prints a parameter by its label (found by argument-dependent lookup).
 void PrintTo(const equivalence::EplbMapCase& p, std::ostream* os) { *os << p.label(); }
 
-namespace {
+namespace eplb_map_gpu_test {
 
 std::vector<equivalence::EplbMapCase> all_cases() {
   std::vector<equivalence::EplbMapCase> cases;
@@ -60,5 +60,5 @@ std::vector<equivalence::EplbMapCase> all_cases() {
 
 WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(EplbMapGpu, equivalence::EplbMapOracle, equivalence::EplbMapCase, all_cases());
 
-}  // namespace
+}  // namespace eplb_map_gpu_test
 }  // namespace warmkey

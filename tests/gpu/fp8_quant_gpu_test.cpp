@@ -16,7 +16,7 @@ namespace warmkey {
 // gtest prints a parameter by its label (found by argument-dependent lookup).
 void PrintTo(const equivalence::Fp8QuantCase& p, std::ostream* os) { *os << p.label(); }
 
-namespace {
+namespace fp8_quant_gpu_test {
 
 std::vector<equivalence::Fp8QuantCase> all_cases() {
   std::vector<equivalence::Fp8QuantCase> cases;
@@ -101,5 +101,5 @@ TEST(Fp8QuantGpuRuns, nonFiniteInputsFollowTheReference) {
   }
 }
 
-}  // namespace
+}  // namespace fp8_quant_gpu_test
 }  // namespace warmkey

@@ -19,7 +19,7 @@ void PrintTo(const equivalence::FusedMoeCase& p, std::ostream* os) { *os << p.la
 
 namespace warmkey::test {
 
-namespace {
+namespace fused_moe_gpu_test {
 
 struct Operands {
   DType dtype, out;
@@ -157,5 +157,5 @@ TEST(FusedMoeGpuRuns, areBitwiseDeterministic) {
             equivalence::run_fused_moe(c, gpu_runtime()).front().bytes);
 }
 
-}  // namespace
+}  // namespace fused_moe_gpu_test
 }  // namespace warmkey::test

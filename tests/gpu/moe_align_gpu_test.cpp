@@ -16,7 +16,7 @@ namespace warmkey {
 // gtest prints a parameter by its label (found by argument-dependent lookup).
 void PrintTo(const equivalence::MoeAlignCase& p, std::ostream* os) { *os << p.label(); }
 
-namespace {
+namespace moe_align_gpu_test {
 
 std::vector<equivalence::MoeAlignCase> all_cases() {
   static constexpr DType kDtypes[] = {DType::i32, DType::u32, DType::i64};
@@ -90,5 +90,5 @@ TEST(MoeAlignGpuDeterminism, twoRunsAgreeByteForByte) {
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].bytes, b[i].bytes) << a[i].name;
 }
 
-}  // namespace
+}  // namespace moe_align_gpu_test
 }  // namespace warmkey

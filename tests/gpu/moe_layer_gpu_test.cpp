@@ -20,7 +20,7 @@
 #include "warmup/runtime.h"
 
 namespace warmkey::replay::layer {
-namespace {
+namespace moe_layer_gpu_test {
 
 void expect_layer_matches(LayerRunOptions o) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
@@ -199,5 +199,5 @@ TEST(CudaGraphGpu, aWarmedLaunchReplaysAndAPlantedMissIsRefusedWithItsKeyDiff) {
   EXPECT_EQ(read_q(), eager) << "the stream captures again after a refusal";
 }
 
-}  // namespace
+}  // namespace moe_layer_gpu_test
 }  // namespace warmkey::replay::layer

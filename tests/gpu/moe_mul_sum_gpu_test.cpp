@@ -11,7 +11,7 @@ namespace warmkey {
 // gtest prints a parameter by its label (found by argument-dependent lookup).
 void PrintTo(const equivalence::MoeMulSumCase& p, std::ostream* os) { *os << p.label(); }
 
-namespace {
+namespace moe_mul_sum_gpu_test {
 
 struct Pair {
   DType in, out;
@@ -68,5 +68,5 @@ TEST(MoeMulSumGpuRuns, areBitwiseDeterministic) {
   EXPECT_EQ(first.front().bytes, second.front().bytes);
 }
 
-}  // namespace
+}  // namespace moe_mul_sum_gpu_test
 }  // namespace warmkey

@@ -21,7 +21,7 @@ void PrintTo(const equivalence::Nvfp4MoeCase& p, std::ostream* os) { *os << p.la
 
 namespace warmkey::test {
 
-namespace {
+namespace nvfp4_moe_gpu_test {
 
 std::vector<equivalence::Nvfp4MoeCase> all_cases() {
   std::vector<equivalence::Nvfp4MoeCase> cases;
@@ -175,5 +175,5 @@ TEST(Nvfp4MoeGpuRuns, aNanScalePoisonsOnlyTheColumnThatReadsIt) {
   }
 }
 
-}  // namespace
+}  // namespace nvfp4_moe_gpu_test
 }  // namespace warmkey::test

@@ -11,7 +11,7 @@
 #include "tests/support/gpu_cases.h"
 
 namespace warmkey::equivalence {
-namespace {
+namespace oracle_gpu_test {
 
 struct SweepParam {
   std::string kernel;
@@ -72,5 +72,5 @@ TEST_P(OracleSweepGpu, runsAreBitwiseDeterministic) {
 
 INSTANTIATE_TEST_SUITE_P(KernelTable, OracleSweepGpu, ::testing::ValuesIn(all_params()), param_name);
 
-}  // namespace
+}  // namespace oracle_gpu_test
 }  // namespace warmkey::equivalence
