@@ -11,11 +11,16 @@ namespace {
 
 // Dense tensor-core figures are the datasheet's "with sparsity" figures halved (its footnote:
 // "Shown with sparsity. Specifications are one-half lower without sparsity").
-constexpr std::array<DevicePeaks, 1> kPeaks = {{
+constexpr std::array<DevicePeaks, 2> kPeaks = {{
     // NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column (nvidia.com/en-us/data-center/h200):
     // GPU memory bandwidth 4.8 TB/s (HBM3e); TF32 989, BF16/FP16 1,979, FP8 3,958 TFLOPS with
     // sparsity, so 494.5, 989.5 and 1,979 dense.
     {"NVIDIA H200", "HBM3e", 4.8e12, 494.5e12, 989.5e12, 1979e12, "NVIDIA H200 datasheet (SXM), dense"},
+    // NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column (nvidia.com/en-us/data-center/h100):
+    // GPU memory bandwidth 3.35 TB/s (HBM3); the same tensor-core figures as the H200's. The name is
+    // the SXM5 card's as the driver reports it (the lent H100s, docs/PERFORMANCE.md); the PCIe and
+    // NVL cards have other peaks and other names, so they get no row.
+    {"NVIDIA H100 80GB HBM3", "HBM3", 3.35e12, 494.5e12, 989.5e12, 1979e12, "NVIDIA H100 datasheet (SXM), dense"},
 }};
 
 std::string rate_text(RooflineModel m, double per_s) {

@@ -36,6 +36,19 @@ TEST(Roofline, theH200RowHoldsTheDatasheetPeaks) {
   EXPECT_EQ(device_peaks("NVIDIA H200 NVL"), nullptr);  // the name is matched exactly
 }
 
+TEST(Roofline, theH100SxmRowHoldsItsDatasheetPeaksAndOtherH100sHaveNone) {
+  const DevicePeaks* p = device_peaks("NVIDIA H100 80GB HBM3");
+  ASSERT_NE(p, nullptr);
+  EXPECT_DOUBLE_EQ(p->hbm_bytes_per_s, 3.35e12);
+  EXPECT_DOUBLE_EQ(tensor_peak(*p, DType::bf16), 989.5e12);
+  EXPECT_DOUBLE_EQ(tensor_peak(*p, DType::f8e4m3), 1979e12);
+  // 1e9 bytes in 0.25 ms: 4 TB/s, above the H100's 3.35 TB/s though below the H200's 4.8.
+  EXPECT_THROW(check_roofline("NVIDIA H100 80GB HBM3", {"copy", RooflineModel::bytes, 1e9, 2.5e-4}), RooflineError);
+  EXPECT_TRUE(check_roofline(kH200, {"copy", RooflineModel::bytes, 1e9, 2.5e-4}).checked);
+  EXPECT_EQ(device_peaks("NVIDIA H100 PCIe"), nullptr);
+  EXPECT_EQ(device_peaks("NVIDIA H100 NVL"), nullptr);
+}
+
 TEST(Roofline, aBandwidthRatioAboveOneFailsNamingFigureModelTimeAndPeak) {
   // 1e9 bytes in 0.1 ms: 10 TB/s, 208 % of 4.8 TB/s.
   const std::string m = message_of({"layer T=64 bandwidth", RooflineModel::bytes, 1e9, 1e-4});
