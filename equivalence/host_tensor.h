@@ -83,6 +83,10 @@ CompareReport compare_outputs(const NumericCase& c, const std::vector<HostTensor
 // filled tensor is all zeros.
 void fill_uniform(spaces::CaseRng& rng, HostTensor& t, double lo, double hi);
 
+// t's first n elements as floats (get_float's values, one storage check and one dtype switch for
+// all of them): what a reference reads its big inputs with.
+void decode_floats(const HostTensor& t, std::int64_t n, float* out);
+
 // Every byte of a device output before the launch: NaN for f32/f16/bf16, -1 for integers.
 inline constexpr std::uint8_t kPoisonByte = 0xff;
 

@@ -3,8 +3,6 @@
 
 namespace warmkey::spaces {
 
-double CaseRng::uniform(double lo, double hi) { return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
 std::int64_t CaseRng::uniform_int(std::int64_t lo, std::int64_t hi) {
   const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
   return lo + static_cast<std::int64_t>(span == 0 ? next() : next() % span);

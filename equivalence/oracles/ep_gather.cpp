@@ -63,8 +63,8 @@ void EpGatherOracle::compute_reference(NumericCase& c) const {
   HostTensor& out = c.expected_output("output");
   const std::int64_t m = in_t.shape.at(0), h = in_t.shape.at(1), n = ids_t.shape.at(0), k = ids_t.shape.at(1);
   reference::RowMatrixXf in(m, h), w(n, k), result(n, h);
-  for (std::int64_t i = 0; i < m * h; ++i) in.data()[i] = in_t.get_float(i);
-  for (std::int64_t i = 0; i < n * k; ++i) w.data()[i] = w_t.get_float(i);
+  decode_floats(in_t, m * h, in.data());
+  decode_floats(w_t, n * k, w.data());
   reference::IndexVector ids(n * k), index(n * k);
   for (std::int64_t i = 0; i < n * k; ++i) ids(i) = ids_t.get_int(i), index(i) = index_t.get_int(i);
   reference::ep_gather(in, ids, w, index, result, out.dtype);

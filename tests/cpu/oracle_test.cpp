@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "equivalence/oracle.h"
 #include "equivalence/oracles/moe_mul_sum.h"
@@ -55,6 +56,44 @@ TEST(CompareOutputs, integersExactAndAllZeroReferencesRefused) {
   EXPECT_NE(r.text().find("all zeros"), std::string::npos);
 }
 
+// Runs of equal bytes take compare_one's bitwise path; a run holding one differing byte pattern takes
+// the element loop. Both give the same report: here element 20 is +0 in the reference and -0 on
+// the device (equal values, different bytes), so the run holding the special value at element 10
+// goes the element loop's way with got_slow and the bitwise way with got_fast.
+TEST(CompareOutputs, theBitwisePathGivesTheElementLoopsVerdicts) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f8e4m3}) {
+    for (int special = 0; special < 6; ++special) {
+      for (equivalence::Tolerance tol : {equivalence::Tolerance{0x1.0p-8, 0x1.0p-20}, equivalence::Tolerance{-1, 0}}) {
+        equivalence::NumericCase c = one_output_case(d, std::vector<float>(9000, 0.0f), tol);
+        equivalence::HostTensor& want = c.expected.front();
+        spaces::CaseRng rng(static_cast<std::uint64_t>(special));
+        equivalence::fill_uniform(rng, want, -3, 3);
+        want.set_float(20, 0.0f);
+        const std::size_t size = static_cast<std::size_t>(dtype_size(d));
+        switch (special) {
+          case 0: want.set_float(10, inf); break;
+          case 1: want.set_float(10, -inf); break;
+          case 2: std::fill_n(want.bytes.begin() + 10 * size, size, equivalence::kPoisonByte); break;  // a NaN
+          case 3: want.set_float(10, std::nanf("")); break;
+          case 4: want.set_float(10, -0.0f); break;
+          default: break;  // every element finite
+        }
+        equivalence::HostTensor got_slow = want;
+        got_slow.set_float(20, -0.0f);
+        ASSERT_NE(got_slow.bytes, want.bytes);
+        const equivalence::CompareReport fast = compare_outputs(c, {want}), slow = compare_outputs(c, {got_slow});
+        EXPECT_EQ(fast.ok, slow.ok) << dtype_name(d) << " special " << special << "\n" << fast.text() << slow.text();
+        EXPECT_EQ(fast.text(), slow.text()) << dtype_name(d) << " special " << special;
+        // A negative tolerance fails every element; so does the infinity (but f8e4m3 saturates it),
+        // and the poison pattern where the kernel should have written a NaN.
+        const bool poison = special == 2, infinite = special < 2 && d != DType::f8e4m3;
+        EXPECT_EQ(fast.ok, tol.rel >= 0 && !poison && !infinite) << dtype_name(d) << " special " << special;
+      }
+    }
+  }
+}
+
 // The message of the Error `f` throws (empty when it throws none).
 template <class F>
 std::string error_of(F f) {
@@ -87,6 +126,32 @@ TEST(HostTensor, uniformFillIsTheRngsDrawsInOrder) {
     spaces::CaseRng fill(seed), want(seed);
     equivalence::fill_uniform(fill, t, -1, 3);
     for (std::int64_t i = 0; i < 5; ++i) EXPECT_EQ(t.get_float(i), static_cast<float>(want.uniform(-1, 3))) << i;
+  }
+}
+
+// A big fill is drawn by several threads, each from its own slice of the stream: the bytes, and the
+// rng's state afterwards, are the sequential draws' (every float dtype, past the parallel threshold
+// of 2^22 elements, at a length no thread count divides evenly).
+TEST(HostTensor, aParallelFillIsTheSequentialDraws) {
+  const std::int64_t n = (std::int64_t{1} << 22) + 1001;
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f8e4m3}) {
+    equivalence::HostTensor t = equivalence::HostTensor::zeros("x", d, {n});
+    spaces::CaseRng fill(9), want(9);
+    equivalence::fill_uniform(fill, t, -2, 5);
+    equivalence::HostTensor seq = equivalence::HostTensor::zeros("x", d, {n});
+    for (std::int64_t i = 0; i < n; ++i) seq.set_float(i, static_cast<float>(want.uniform(-2, 5)));
+    if (seq.get_float(0) == 0.0f) seq.set_float(0, 2.5f);
+    EXPECT_EQ(t.bytes, seq.bytes) << dtype_name(d);
+    EXPECT_EQ(fill.next(), want.next()) << dtype_name(d);  // both streams stand after draw n
+  }
+}
+
+TEST(CaseRng, discardSkipsExactlyThatManyDraws) {
+  for (std::uint64_t n : {0u, 1u, 5u, 1000u}) {
+    spaces::CaseRng a(77), b(77);
+    for (std::uint64_t i = 0; i < n; ++i) (void)a.next();
+    b.discard(n);
+    EXPECT_EQ(a.next(), b.next()) << n;
   }
 }
 
