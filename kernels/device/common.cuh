@@ -227,4 +227,46 @@ __device__ __forceinline__ void pdl_entry() {
   pdl_launch_dependents<true>();
 }
 
+// ---- asynchronous copies global -> shared (cp.async, sm_80 and later) -------------------------
+
+// A shared-memory address as cp.async, ldmatrix and the mbarrier instructions take it.
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// NOTES: the copies without a validity flag keep the source's pointee type (a template): taking
+// `const void*` instead changed the register allocation of dsv4_topk's thread path (half its keys'
+// SASS, nvrtc 13.0, 2026-12-05), whose fp32 rows these copy; the flagged copies take `const void*`
+// as the GEMMs always called them.
+
+// 16 bytes, cached in L2 only (.cg: the only variant that takes 16 bytes and skips L1).
+template <class T>
+__device__ __forceinline__ void cp_async16(unsigned dst, const T* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+// The same, or, for an invalid source, 16 zero bytes (src-size 0: nothing is read, but src must
+// still be a mapped address).
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+// 4 bytes (.ca: the L1-allocating variant; .cg takes 16 bytes only).
+template <class T>
+__device__ __forceinline__ void cp_async4(unsigned dst, const T* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+// The same, or 4 zero bytes for an invalid source.
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, bool valid) {
+  const int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+// Closes this thread's group of copies issued since the last commit.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N of this thread's committed groups are still in flight. Other threads'
+// copies need a barrier after this as well.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 }  // namespace wk

@@ -106,7 +106,7 @@ __device__ __forceinline__ void copy_a(char* stage, int kbytes, const char* cons
     if (Cfg::kAIters * Cfg::kThreads > kBM * wk::gemm::kChunks && chunk >= kBM * wk::gemm::kChunks) break;
     const int off = wk::gemm::swizzle(chunk >> 3, chunk & 7);
     if (a_vec)
-      wk::gemm::cp_async16(wk::gemm::smem_u32(stage + off), a_src[i] + kbytes, a_ok[i]);
+      wk::cp_async16(wk::smem_u32(stage + off), a_src[i] + kbytes, a_ok[i]);
     else
       wk::gemm::copy16_sync<T>(stage + off, a_src[i] + kbytes, a_ok[i]);
   }
@@ -121,7 +121,7 @@ __device__ __forceinline__ void copy_b(char* stage, int kbytes, const char* cons
   for (int i = 0; i < Cfg::kBIters; ++i) {
     const int chunk = tid + i * Cfg::kThreads;
     if (Cfg::kBIters * Cfg::kThreads > kBN * wk::gemm::kChunks && chunk >= kBN * wk::gemm::kChunks) break;
-    wk::gemm::cp_async16(wk::gemm::smem_u32(b_stage + wk::gemm::swizzle(chunk >> 3, chunk & 7)), b_src[i] + kbytes,
+    wk::cp_async16(wk::smem_u32(b_stage + wk::gemm::swizzle(chunk >> 3, chunk & 7)), b_src[i] + kbytes,
                          b_ok[i]);
   }
 }

@@ -27,24 +27,8 @@ inline constexpr int kChunks = 8;      // 16-byte chunks per row
 inline constexpr int kStepBytes = 32;  // one mma k-step
 inline constexpr int kSteps = kRowBytes / kStepBytes;
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // Byte offset of chunk c of row r in a swizzled tile.
 __device__ __forceinline__ int swizzle(int r, int c) { return r * kRowBytes + ((c ^ (r & 7)) << 4); }
-
-// 16 bytes global -> shared, asynchronously; an invalid source writes 16 zero bytes (src-size 0,
-// nothing is read, but src must still be a mapped address).
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
-  const int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // 16 bytes global -> shared through registers, element by element (T-aligned only): the path for
 // operands whose address is not 16-byte aligned.

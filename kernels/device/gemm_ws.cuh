@@ -128,7 +128,7 @@ __device__ __forceinline__ void copy_a_ktile(char* stage, const long long* rows,
     if (off < 0) continue;
     const char* src = a_piece + off + kt * kRowBytes;
     if (a_async)
-      wk::gemm::cp_async16(wk::sm90::smem_u32(stage + wk::gemm::swizzle(r, tid & 7)), src, true);
+      wk::cp_async16(wk::sm90::smem_u32(stage + wk::gemm::swizzle(r, tid & 7)), src, true);
     else
       wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(r, tid & 7), src, true);
   }

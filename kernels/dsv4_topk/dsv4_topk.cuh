@@ -345,15 +345,6 @@ struct RowsLayout {
   static_assert(kRows % 32 == 0, "dsv4_topk: whole warps of rows");
 };
 
-__device__ __forceinline__ void cp_async16(unsigned dst, const float* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp_async4(unsigned dst, const float* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
-
 // Inserts y into top (descending, y never NaN): the K + 1 largest group bounds seen.
 template <int kN>
 __device__ __forceinline__ void insert_desc(float (&top)[kN], float y) {
@@ -592,12 +583,12 @@ __device__ __forceinline__ void topk_rows(
     if (vec) {
 #pragma unroll
       for (int i = 0; i < 8; ++i, p += step) {
-        if ((copy_mask >> i) & 1u) cp_async16(d + i * (kRows / 8) * kChunkStride * 4, p);
+        if ((copy_mask >> i) & 1u) wk::cp_async16(d + i * (kRows / 8) * kChunkStride * 4, p);
       }
     } else {
 #pragma unroll 8
       for (int i = 0; i < 32; ++i, p += step) {
-        if ((copy_mask >> i) & 1u) cp_async4(d + i * (kRows / 32) * kChunkStride * 4, p);
+        if ((copy_mask >> i) & 1u) wk::cp_async4(d + i * (kRows / 32) * kChunkStride * 4, p);
       }
     }
   };
@@ -611,9 +602,9 @@ __device__ __forceinline__ void topk_rows(
 #pragma unroll 1
     for (int c = 0; c <= L::kChunks; ++c) {
       if (c < L::kChunks) issue(c);
-      cp_async_commit();
+      wk::cp_async_commit();
       if (c == 0) continue;
-      cp_async_wait_one();  // chunk c - 1 has landed (this thread's copies) ...
+      wk::cp_async_wait<1>();  // chunk c - 1 has landed (this thread's copies) ...
       __syncthreads();      // ... and every thread's
       if (routed) {
         const float* xr = rows_smem + ((c - 1) & 1) * L::kBuffer + tid * kChunkStride;

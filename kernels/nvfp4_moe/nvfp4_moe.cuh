@@ -69,13 +69,6 @@
 
 namespace wk::nvfp4 {
 
-// 4 bytes global -> shared, asynchronously (L1-allocating variant: .cg takes 16 bytes only); an
-// invalid source writes zeros.
-__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, bool valid) {
-  const int n = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n));
-}
-
 // The e2m1 code in the low nibble of `code` as a float: magnitude bits eem, sign bit 3.
 __device__ __forceinline__ float e2m1_to_float(unsigned code) {
   const unsigned e = (code >> 1) & 3u, m = code & 1u;
@@ -253,8 +246,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   // row's 8 scales of the step are bytes 2 (t4 & 1) and 2 (t4 & 1) + 1 of it). Each thread reads
   // back only what it copied.
   char* buf = s_buf + warp * kBufWarp;
-  const unsigned buf_w = wk::gemm::smem_u32(buf) + 16 * lane;
-  const unsigned buf_s = wk::gemm::smem_u32(buf) + kRows * 512 + 4 * lane;
+  const unsigned buf_w = wk::smem_u32(buf) + 16 * lane;
+  const unsigned buf_s = wk::smem_u32(buf) + kRows * 512 + 4 * lane;
   const unsigned char* b_row = reinterpret_cast<const unsigned char*>(b) +
                                ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kPackedRow) + 16 * t4;
   const unsigned char* s_row = reinterpret_cast<const unsigned char*>(b_scale) +
@@ -264,10 +257,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
     for (int j = 0; j < kRows; ++j) {
       const bool ok = n0 + 8 * j < kN;  // whole n8 tiles: N % 8 == 0; rows past N copy zeros
       const long long row = ok ? 8LL * j : 0LL;
-      wk::gemm::cp_async16(buf_w + 512 * j, b_row + row * kPackedRow + step * 64, ok);
-      nv4::cp_async4(buf_s + 128 * j, s_row + row * kScaleRow + step * 8, ok);
+      wk::cp_async16(buf_w + 512 * j, b_row + row * kPackedRow + step * 64, ok);
+      wk::cp_async4(buf_s + 128 * j, s_row + row * kScaleRow + step * 8, ok);
     }
-    wk::gemm::cp_async_commit();
+    wk::cp_async_commit();
   };
   // The warp's first k-step is on its way while the block builds its table.
   if (local && warp < kSteps) prefetch(warp);
@@ -327,7 +320,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
         alo[i] = nv4::load_a16(a_lo, k0 + 8 * i, a_vec);
         ahi[i] = kHi ? nv4::load_a16(a_hi, k0 + 8 * i, a_vec) : make_uint4(0, 0, 0, 0);
       }
-      wk::gemm::cp_async_wait<0>();
+      wk::cp_async_wait<0>();
       uint4 packed[kRows];
       unsigned sw[kRows];
 #pragma unroll
@@ -528,7 +521,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
       for (int q = 0; q < 4; ++q) {
         const int r = (q >> 1) * 128 + 32 * warp + (lane >> 1) + 16 * (q & 1);
         const bool ok = n0 + r < kN;
-        wk::gemm::cp_async16(sm90::smem_u32(raw + r * 32 + (lane & 1) * 16),
+        wk::cp_async16(sm90::smem_u32(raw + r * 32 + (lane & 1) * 16),
                              b_tile + (ok ? r : 0) * static_cast<long long>(kPackedRow) + kt * 32 + (lane & 1) * 16,
                              ok);
       }
@@ -536,7 +529,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
       for (int h = 0; h < 2; ++h) {
         const int r = h * 128 + 32 * warp + lane;
         const bool ok = n0 + r < kN;
-        nv4::cp_async4(sm90::smem_u32(raw + nv4::kWsCodeBytes + r * 4),
+        wk::cp_async4(sm90::smem_u32(raw + nv4::kWsCodeBytes + r * 4),
                        s_tile + (ok ? r : 0) * static_cast<long long>(kScaleRow) + kt * 4, ok);
       }
     };
@@ -558,7 +551,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
       s_row[buf][tid] = ws::sorted_a_row(sorted_token_ids, pid_m, em_v, nv, kTopK, row_bytes, tid);
       sm90::named_bar_sync(1, 128);  // also: every lane is done decoding the previous tile's raw copies
       copy_raw(b_tile, s_tile, n0, 0);
-      wk::gemm::cp_async_commit();
+      wk::cp_async_commit();
       for (int kt = 0; kt < kKTiles; ++kt, ++it) {
         const int s = static_cast<int>(it % kStages);
         const unsigned phase = (it / kStages) & 1u;
@@ -566,14 +559,14 @@ __device__ __forceinline__ void nvfp4_moe_ws(
         // of the warp is done decoding it).
         __syncwarp();
         if (kt + 1 < kKTiles) copy_raw(b_tile, s_tile, n0, kt + 1);
-        wk::gemm::cp_async_commit();
+        wk::cp_async_commit();
         sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
         char* stage = smem + s * ws::kStageBytes;
         const unsigned full = full0 + 8 * s;
         ws::copy_a_ktile<T>(stage, s_row[buf], a_bytes, kt, a_async, full, tid);
         // This k-tile's raw copies have landed (every group but the newest, k-tile kt + 1's), then
         // the lanes' copies are visible across the warp.
-        wk::gemm::cp_async_wait<1>();
+        wk::cp_async_wait<1>();
         __syncwarp();
         const char* raw = raw0 + (kt & 1) * nv4::kWsRawBytes;
         char* dec = stage + ws::kABytes;  // 256 rows of 128 bytes, swizzled: the layout wgmma reads
@@ -596,7 +589,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
         sm90::mbar_arrive(full);
       }
     }
-    wk::gemm::cp_async_wait<0>();
+    wk::cp_async_wait<0>();
     return;
   }
 
@@ -725,14 +718,14 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
         const bool ok = n < kN;
         const unsigned char* src =
             b_rows + (ok ? n : 0) * static_cast<long long>(kPackedRow) + kt * kPackedTile + (q & 1) * 16;
-        wk::gemm::cp_async16(wk::gemm::smem_u32(stage + kRawOff + q * 16), src, ok);
+        wk::cp_async16(wk::smem_u32(stage + kRawOff + q * 16), src, ok);
       }
       // Scales: 4 bytes per row.
       for (int row = tid; row < kBN; row += kThreads) {
         const int n = n0 + row;
         const bool ok = n < kN;
         const unsigned char* src = s_rows + (ok ? n : 0) * static_cast<long long>(kScaleRow) + kt * kScaleTile;
-        wk::nvfp4::cp_async4(wk::gemm::smem_u32(stage + kScaleOff + row * kScaleTile), src, ok);
+        wk::cp_async4(wk::smem_u32(stage + kScaleOff + row * kScaleTile), src, ok);
       }
     };
 
@@ -755,7 +748,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
             wk::nvfp4::decode8<T>(packed, scale | (scale << 16), s_lut);
       }
       __syncthreads();
-      Cfg::compute_ab(wk::gemm::smem_u32(stage), wk::gemm::smem_u32(decoded), acc, warp_m, warp_n, lane);
+      Cfg::compute_ab(wk::smem_u32(stage), wk::smem_u32(decoded), acc, warp_m, warp_n, lane);
     });
 
     // Epilogue: (acc * gs + bias) * w, rounded once, stored by column pairs.
