@@ -40,8 +40,8 @@
 // - The decoded weights are the mma's A operand (m16: weight rows 16 i + g and + 8, from the pieces
 //   of j = 2 i and 2 i + 1) and the tokens its B operand (n8: token rows 0..7, and 8..15 in a second
 //   mma): a block whose rows 8..15 are all padding (a decode block of a few tokens) skips the second
-//   mma and its loads. WK_NVFP4_WA=0 swaps the roles (weights as n8 B tiles, 16 tokens as A), the
-//   first form, kept for the A/B.
+//   mma and its loads. The first form had the roles swapped (weights as n8 B tiles, 16 tokens as A):
+//   63.3 against 31.3 us at T = 1 (docs/PERFORMANCE.md), deleted since.
 // - The warps' partial sums meet in shared memory as [warp][token][column] (a fixed order: bitwise
 //   deterministic), then BLOCK_N / 16 warps run the common epilogue.
 // - Its tables: 256 rows of 256 bytes; row x holds 32 copies of byte x's code pair (copy l at 4 l)
@@ -169,15 +169,6 @@ inline constexpr unsigned kLutSel = 0x5504u | (static_cast<unsigned>(kByte) << 4
 
 }  // namespace wk::nvfp4
 
-// Development switch (the default is the intended form; WARMKEY_BENCH_DEFINES=WK_NVFP4_WA=0 gives
-// the other for an A/B in one program, and a -D option is part of the JitKey):
-// - WK_NVFP4_WA: the decoded weights are the mma's A operand (m16: 16 weight rows; the tokens are
-//   its n8 B operand, so a block whose rows 8..15 are all padding runs half the mma), else its B
-//   operand (n8 weight rows; the 16 token rows are A).
-#ifndef WK_NVFP4_WA
-#define WK_NVFP4_WA 1
-#endif
-
 // The streaming path (BLOCK_K 128: the decode tiles), NOTES above.
 template <class S>
 __device__ __forceinline__ void nvfp4_moe_stream(
@@ -200,7 +191,6 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   constexpr bool kNaive = S::sorted_token_ids_none;
   constexpr bool kHasBias = !S::bias_none;
   constexpr bool kMulWeight = !S::topk_weights_none;
-  constexpr bool kWA = WK_NVFP4_WA != 0;
   constexpr int kNumPidN = (kN + kBN - 1) / kBN;
   constexpr int kRows = kBN / 8;  // weight rows per thread: 8 j + g, j < kRows
   constexpr int kSteps = kK / nv4::kStreamK;
@@ -304,7 +294,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   const unsigned sel_s0 = 0x5504u | ((2u * static_cast<unsigned>(t4 & 1)) << 4);
   const unsigned sel_s1 = 0x5504u | ((2u * static_cast<unsigned>(t4 & 1) + 1u) << 4);
 
-  // acc[j][0..3]: kWA: m16 tile j / 2 (weight rows) x token group j % 2; else n8 tile j x 16 tokens.
+  // acc[j][0..3]: m16 tile j / 2 (weight rows) x token group j % 2.
   float acc[kRows][4];
 #pragma unroll
   for (int j = 0; j < kRows; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -342,32 +332,17 @@ __device__ __forceinline__ void nvfp4_moe_stream(
           const int wi = s >> 1;
           const unsigned sel0 = (2 * s) & 3 ? nv4::kLutSel<2> : nv4::kLutSel<0>;
           const unsigned sel1 = (2 * s) & 3 ? nv4::kLutSel<3> : nv4::kLutSel<1>;
-          if constexpr (kWA) {
-            const unsigned blo[2] = {nv4::word_of(alo[s >> 1], (2 * s) & 3),
-                                     nv4::word_of(alo[s >> 1], (2 * s + 1) & 3)};
-            const unsigned bhi[2] = {nv4::word_of(ahi[s >> 1], (2 * s) & 3),
-                                     nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
+          const unsigned blo[2] = {nv4::word_of(alo[s >> 1], (2 * s) & 3), nv4::word_of(alo[s >> 1], (2 * s + 1) & 3)};
+          const unsigned bhi[2] = {nv4::word_of(ahi[s >> 1], (2 * s) & 3), nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
 #pragma unroll
-            for (int tm = 0; tm < kRows / 2; ++tm) {
-              const unsigned wlo = nv4::word_of(packed[2 * tm], wi), whi = nv4::word_of(packed[2 * tm + 1], wi);
-              const unsigned af[4] = {nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel0), sc[2 * tm]),
-                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel0), sc[2 * tm + 1]),
-                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel1), sc[2 * tm]),
-                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel1), sc[2 * tm + 1])};
-              wk::gemm::mma<T>(acc[2 * tm], af, blo);
-              if (kHi) wk::gemm::mma<T>(acc[2 * tm + 1], af, bhi);
-            }
-          } else {
-            const unsigned af[4] = {nv4::word_of(alo[s >> 1], (2 * s) & 3), nv4::word_of(ahi[s >> 1], (2 * s) & 3),
-                                    nv4::word_of(alo[s >> 1], (2 * s + 1) & 3),
-                                    nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
-#pragma unroll
-            for (int j = 0; j < kRows; ++j) {
-              const unsigned word = nv4::word_of(packed[j], wi);
-              const unsigned bf[2] = {nv4::mul_pair<T>(nv4::lut_at(s_lut, word, col_c, sel0), sc[j]),
-                                      nv4::mul_pair<T>(nv4::lut_at(s_lut, word, col_c, sel1), sc[j])};
-              wk::gemm::mma<T>(acc[j], af, bf);
-            }
+          for (int tm = 0; tm < kRows / 2; ++tm) {
+            const unsigned wlo = nv4::word_of(packed[2 * tm], wi), whi = nv4::word_of(packed[2 * tm + 1], wi);
+            const unsigned af[4] = {nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel0), sc[2 * tm]),
+                                    nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel0), sc[2 * tm + 1]),
+                                    nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel1), sc[2 * tm]),
+                                    nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel1), sc[2 * tm + 1])};
+            wk::gemm::mma<T>(acc[2 * tm], af, blo);
+            if (kHi) wk::gemm::mma<T>(acc[2 * tm + 1], af, bhi);
           }
           // Every piece has been read (sub-step 0 used a word of each, so the reads have landed; the
           // warp barrier orders them before the copies): the buffer takes the warp's next step.
@@ -379,15 +354,12 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       }
     }
   };
-  if constexpr (kWA && kNaive) {
+  if constexpr (kNaive) {
     run(false);  // one entry per block (row 0): rows 8..15 are always padding, one loop to compile
-  } else if constexpr (kWA) {
-    if (has_hi)
-      run(true);
-    else
-      run(false);
-  } else {
+  } else if (has_hi) {
     run(true);
+  } else {
+    run(false);
   }
 
   // The warps' partial sums as [warp][token][column] (rows padded to kPartRow floats: the
@@ -397,19 +369,12 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   float* part = s_part + warp * kBM * kPartRow;
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
-    if constexpr (kWA) {
-      // acc[j]: weight rows 16 (j / 2) + g (+ 8) x tokens 8 (j % 2) + 2 t4 (+ 1).
-      const int n = 16 * (j / 2) + g, tok = 8 * (j % 2) + 2 * t4;
-      part[tok * kPartRow + n] = acc[j][0];
-      part[(tok + 1) * kPartRow + n] = acc[j][1];
-      part[tok * kPartRow + n + 8] = acc[j][2];
-      part[(tok + 1) * kPartRow + n + 8] = acc[j][3];
-    } else {
-      // acc[j]: tokens g (+ 8) x weight rows 8 j + 2 t4 (+ 1).
-      const int n = 8 * j + 2 * t4;
-      *reinterpret_cast<float2*>(part + g * kPartRow + n) = make_float2(acc[j][0], acc[j][1]);
-      *reinterpret_cast<float2*>(part + (g + 8) * kPartRow + n) = make_float2(acc[j][2], acc[j][3]);
-    }
+    // acc[j]: weight rows 16 (j / 2) + g (+ 8) x tokens 8 (j % 2) + 2 t4 (+ 1).
+    const int n = 16 * (j / 2) + g, tok = 8 * (j % 2) + 2 * t4;
+    part[tok * kPartRow + n] = acc[j][0];
+    part[(tok + 1) * kPartRow + n] = acc[j][1];
+    part[tok * kPartRow + n + 8] = acc[j][2];
+    part[(tok + 1) * kPartRow + n + 8] = acc[j][3];
   }
   __syncthreads();
   if (warp >= kBN / 16) return;
@@ -522,15 +487,14 @@ __device__ __forceinline__ void nvfp4_moe_ws(
         const int r = (q >> 1) * 128 + 32 * warp + (lane >> 1) + 16 * (q & 1);
         const bool ok = n0 + r < kN;
         wk::cp_async16(sm90::smem_u32(raw + r * 32 + (lane & 1) * 16),
-                             b_tile + (ok ? r : 0) * static_cast<long long>(kPackedRow) + kt * 32 + (lane & 1) * 16,
-                             ok);
+                       b_tile + (ok ? r : 0) * static_cast<long long>(kPackedRow) + kt * 32 + (lane & 1) * 16, ok);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = h * 128 + 32 * warp + lane;
         const bool ok = n0 + r < kN;
         wk::cp_async4(sm90::smem_u32(raw + nv4::kWsCodeBytes + r * 4),
-                       s_tile + (ok ? r : 0) * static_cast<long long>(kScaleRow) + kt * 4, ok);
+                      s_tile + (ok ? r : 0) * static_cast<long long>(kScaleRow) + kt * 4, ok);
       }
     };
     unsigned it = 0, tile_no = 0;
