@@ -115,7 +115,7 @@ const std::vector<BenchKernel>& size_table() {
       {"dsv4_topk",
        "dsv4-flash",
        {1, 64, 1024, 8192, 16384, 32768, 65536},  // 16,384 and 32,768: either side of the paths' crossover
-       [](const equivalence::NumericCase& c) {  // every tensor, but of tid2eid only the rows of the batch's token ids
+       [](const equivalence::NumericCase& c) {    // every tensor, but of tid2eid only the rows of the batch's token ids
          double b = all_tensors(c);
          if (const equivalence::HostTensor* table = c.find_input("tid2eid")) {
            const equivalence::HostTensor& ids = c.input("input_ids");

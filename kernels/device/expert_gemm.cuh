@@ -121,8 +121,7 @@ __device__ __forceinline__ void copy_b(char* stage, int kbytes, const char* cons
   for (int i = 0; i < Cfg::kBIters; ++i) {
     const int chunk = tid + i * Cfg::kThreads;
     if (Cfg::kBIters * Cfg::kThreads > kBN * wk::gemm::kChunks && chunk >= kBN * wk::gemm::kChunks) break;
-    wk::cp_async16(wk::smem_u32(b_stage + wk::gemm::swizzle(chunk >> 3, chunk & 7)), b_src[i] + kbytes,
-                         b_ok[i]);
+    wk::cp_async16(wk::smem_u32(b_stage + wk::gemm::swizzle(chunk >> 3, chunk & 7)), b_src[i] + kbytes, b_ok[i]);
   }
 }
 

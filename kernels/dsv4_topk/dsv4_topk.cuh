@@ -605,7 +605,7 @@ __device__ __forceinline__ void topk_rows(
       wk::cp_async_commit();
       if (c == 0) continue;
       wk::cp_async_wait<1>();  // chunk c - 1 has landed (this thread's copies) ...
-      __syncthreads();      // ... and every thread's
+      __syncthreads();         // ... and every thread's
       if (routed) {
         const float* xr = rows_smem + ((c - 1) & 1) * L::kBuffer + tid * kChunkStride;
         bound_chunk<kExperts, kTopK, kRows>(xr, bsm + (c - 1) * kChunk, ghi + (c - 1) * (kChunk / L::kGroup) * kRows,

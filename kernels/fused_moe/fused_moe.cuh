@@ -133,8 +133,8 @@ __device__ __forceinline__ void fused_moe_ws(
           if (ok) {
 #pragma unroll
             for (int ch = 0; ch < 8; ++ch)
-              wk::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(tid, ch)),
-                                   row + kt * ws::kRowBytes + ch * 16, true);
+              wk::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(tid, ch)), row + kt * ws::kRowBytes + ch * 16,
+                             true);
           }
           sm90::cp_async_arrive_noinc(full);
         } else {
