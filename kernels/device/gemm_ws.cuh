@@ -35,23 +35,14 @@
 //   B scale group. The k-tile's products go to fresh fp32 partials (scale_d = 0), which are folded
 //   as acc += part * a_scale[row] * b_scale[half] after the MMA completes (promotion in registers).
 
-// Development switches (the defaults are the measured choices, docs/PERFORMANCE.md; a -D option
-// is part of the JitKey, so a variant never shares a binary with the default):
-// - WK_WS_N256: bf16/f16 k-steps as one m64n256 wgmma per consumer instead of two m64n128 halves
-//   (A is read from shared memory once per k-step instead of twice).
-// - WK_WS_A_COAL: the producer's A copies coalesced: 8 threads per 128-byte row, so one warp
-//   instruction covers 4 whole rows (otherwise one thread per row: 16-byte pieces of 32 rows).
-#ifndef WK_WS_N256
-#define WK_WS_N256 1
-#endif
-#ifndef WK_WS_A_COAL
-#define WK_WS_A_COAL 1
-#endif
+// Measured choices (docs/PERFORMANCE.md, 2026-12-02: "Warp-specialised expert GEMM: coalesced A
+// copies and m64n256 k-steps"; the development switches that compared them are deleted):
+// - bf16/f16 k-steps are one m64n256 wgmma per consumer, not two m64n128 halves (A is read from
+//   shared memory once per k-step instead of twice); fp8 keeps the halves (one B scale group each).
+// - The producer's A copies are coalesced: 8 threads per 128-byte row, so one warp instruction
+//   covers 4 whole rows (one thread per row moved 16-byte pieces of 32 rows).
 
 namespace wk::ws {
-
-inline constexpr bool kN256 = WK_WS_N256 != 0;
-inline constexpr bool kACoalesced = WK_WS_A_COAL != 0;
 
 inline constexpr int kBM = 128;
 inline constexpr int kBN = 256;
@@ -113,7 +104,7 @@ __device__ __forceinline__ void load_b_ktile(char* stage, const Map& b_map, unsi
   wk::sm90::tma_load_3d(wk::sm90::smem_u32(stage) + kABytes, &b_map, full, x0, n0, static_cast<int>(e));
 }
 
-// The producer's A copies of one k-tile into `stage` (coalesced, ws::kACoalesced): thread tid
+// The producer's A copies of one k-tile into `stage` (coalesced): thread tid
 // copies 16-byte piece tid % 8 of tile rows tid / 8 + 16 j, j < 8, from byte offset rows[r] of A
 // (-1: no source row, nothing copied), by cp.async (a_async) or through registers, then arrives on
 // `full` once they have landed (cp.async.mbarrier.arrive.noinc: counted in the barrier's expected
@@ -203,7 +194,7 @@ struct Consumer {
       float(&a0)[64] = *reinterpret_cast<float(*)[64]>(acc);
       float(&a1)[64] = *reinterpret_cast<float(*)[64]>(acc + 64);
       wk::sm90::wgmma_fence();
-      if constexpr (kN256 && sizeof(T) == 2) {
+      if constexpr (sizeof(T) == 2) {
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
           wk::sm90::wgmma_m64n256<T>(acc, wk::sm90::smem_desc(a_addr + ks * 32), wk::sm90::smem_desc(b_addr + ks * 32),

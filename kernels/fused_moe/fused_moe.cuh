@@ -88,7 +88,7 @@ __device__ __forceinline__ void fused_moe_ws(
     // ---- producer ----
     if constexpr (sm90::kHasWgmma) sm90::setmaxnreg_dec<40>();
     if (tid == 0) sm90::tma_prefetch(&b_map);
-    // Coalesced A (ws::kACoalesced): thread tid copies 16-byte piece tid % 8 of rows tid / 8 + 16 j,
+    // Coalesced A: thread tid copies 16-byte piece tid % 8 of rows tid / 8 + 16 j,
     // j < 8, whose source rows (-1: none) the 128 producer threads publish per tile in s_row
     // (double-buffered: one producer barrier per tile orders a buffer's reuse two tiles later).
     __shared__ long long s_row[2][ws::kBM];
@@ -100,28 +100,10 @@ __device__ __forceinline__ void fused_moe_ws(
       const long long e = wk::to_index(__ldg(expert_ids + pid_m));
       if (e < 0 || e >= static_cast<long long>(num_experts)) continue;
       const int n0 = pid_n * ws::kBN;
-      if constexpr (ws::kACoalesced) {
-        const int buf = static_cast<int>(tile_no++ & 1u);
-        s_row[buf][tid] = ws::sorted_a_row(sorted_token_ids, pid_m, em_v, nv, top_k, row_bytes, tid);
-        sm90::named_bar_sync(1, 128);
-        const char* a_bytes = reinterpret_cast<const char*>(a) + (tid & 7) * 16;
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int s = static_cast<int>(it % kStages);
-          const unsigned phase = (it / kStages) & 1u;
-          sm90::mbar_wait(empty0 + 8 * s, phase ^ 1u);
-          char* stage = smem + s * ws::kStageBytes;
-          const unsigned full = full0 + 8 * s;
-          if (tid == 0) ws::load_b_ktile(stage, b_map, full, kt * kElems, n0, e);
-          ws::copy_a_ktile<T>(stage, s_row[buf], a_bytes, kt, a_async, full, tid);
-        }
-        continue;
-      }
-      // Every producer thread stages tile row tid: cp.async (16-byte aligned A) or loads and
-      // stores through registers, then one arrival on full[s] once its copies have landed.
-      const long long pos = static_cast<long long>(pid_m) * ws::kBM + tid;
-      const long long entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
-      const bool ok = entry >= 0 && entry < nv;
-      const char* row = reinterpret_cast<const char*>(a + (ok ? entry / top_k : 0) * static_cast<long long>(stride_am));
+      const int buf = static_cast<int>(tile_no++ & 1u);
+      s_row[buf][tid] = ws::sorted_a_row(sorted_token_ids, pid_m, em_v, nv, top_k, row_bytes, tid);
+      sm90::named_bar_sync(1, 128);
+      const char* a_bytes = reinterpret_cast<const char*>(a) + (tid & 7) * 16;
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = static_cast<int>(it % kStages);
         const unsigned phase = (it / kStages) & 1u;
@@ -129,21 +111,7 @@ __device__ __forceinline__ void fused_moe_ws(
         char* stage = smem + s * ws::kStageBytes;
         const unsigned full = full0 + 8 * s;
         if (tid == 0) ws::load_b_ktile(stage, b_map, full, kt * kElems, n0, e);
-        if (a_async) {
-          if (ok) {
-#pragma unroll
-            for (int ch = 0; ch < 8; ++ch)
-              wk::cp_async16(sm90::smem_u32(stage + wk::gemm::swizzle(tid, ch)), row + kt * ws::kRowBytes + ch * 16,
-                             true);
-          }
-          sm90::cp_async_arrive_noinc(full);
-        } else {
-#pragma unroll
-          for (int ch = 0; ch < 8; ++ch)
-            wk::gemm::copy16_sync<T>(stage + wk::gemm::swizzle(tid, ch), row + kt * ws::kRowBytes + ch * 16, ok);
-          sm90::fence_proxy_async();
-          sm90::mbar_arrive(full);
-        }
+        ws::copy_a_ktile<T>(stage, s_row[buf], a_bytes, kt, a_async, full, tid);
       }
     }
     return;
