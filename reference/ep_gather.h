@@ -15,5 +15,13 @@ namespace warmkey::reference {
 void ep_gather(const Eigen::Ref<const RowMatrixXf>& in, const Eigen::Ref<const IndexVector>& ids,
                const Eigen::Ref<const RowMatrixXf>& w, const Eigen::Ref<const IndexVector>& index,
                Eigen::Ref<RowMatrixXf> out, DType out_dtype);
+// The same on a bf16 or f16 input as stored: each element converted to float32 (exactly) where it
+// is read, so the result is the float32 overload's on the converted input, bit for bit.
+void ep_gather(const Eigen::Ref<const RowMatrixXbf16>& in, const Eigen::Ref<const IndexVector>& ids,
+               const Eigen::Ref<const RowMatrixXf>& w, const Eigen::Ref<const IndexVector>& index,
+               Eigen::Ref<RowMatrixXf> out, DType out_dtype);
+void ep_gather(const Eigen::Ref<const RowMatrixXh>& in, const Eigen::Ref<const IndexVector>& ids,
+               const Eigen::Ref<const RowMatrixXf>& w, const Eigen::Ref<const IndexVector>& index,
+               Eigen::Ref<RowMatrixXf> out, DType out_dtype);
 
 }  // namespace warmkey::reference
