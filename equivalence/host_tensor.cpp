@@ -301,13 +301,13 @@ CompareReport compare_outputs(const NumericCase& c, const std::vector<HostTensor
 
 namespace {
 
-// Draws n values in order, each encoded to its bytes with `encode` (the fill's only loop: the
-// storage was checked once for all n).
 // Tensors of at least this many elements are filled by several threads, each drawing its own
 // slice of the same stream (CaseRng::discard): the bytes are the sequential fill's.
 constexpr std::int64_t kParallelFillElements = std::int64_t{1} << 22;
 constexpr unsigned kMaxFillThreads = 8;
 
+// Draws n values in order, each encoded to its bytes with `encode` (the fill's only loop: the
+// storage was checked once for all n).
 template <class Bits, class Encode>
 void fill_encoded(spaces::CaseRng& rng, HostTensor& t, std::int64_t n, double lo, double hi, Encode encode) {
   auto slice = [&t, lo, hi, encode](spaces::CaseRng r, std::int64_t begin, std::int64_t end) {
@@ -364,6 +364,12 @@ void decode_each(const HostTensor& t, std::int64_t n, float* out, Decode decode)
     std::memcpy(&b, in, sizeof b);
     out[i] = decode(b);
   }
+}
+
+void copy_elements(const HostTensor& t, std::int64_t n, void* out) {
+  if (n <= 0) return;
+  (void)checked(t, n - 1);
+  std::memcpy(out, t.bytes.data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(dtype_size(t.dtype)));
 }
 
 void decode_floats(const HostTensor& t, std::int64_t n, float* out) {

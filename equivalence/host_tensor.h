@@ -86,6 +86,9 @@ void fill_uniform(spaces::CaseRng& rng, HostTensor& t, double lo, double hi);
 // t's first n elements as floats (get_float's values, one storage check and one dtype switch for
 // all of them): what a reference reads its big inputs with.
 void decode_floats(const HostTensor& t, std::int64_t n, float* out);
+// t's first n elements' bytes as stored, into out (one storage check): a reference that reads a
+// 16-bit input as its own Eigen scalar type.
+void copy_elements(const HostTensor& t, std::int64_t n, void* out);
 
 // Every byte of a device output before the launch: NaN for f32/f16/bf16, -1 for integers.
 inline constexpr std::uint8_t kPoisonByte = 0xff;

@@ -2,8 +2,8 @@
 #include "equivalence/oracles/ep_gather.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "reference/ep_gather.h"
 #include "warmup/error.h"
@@ -69,25 +69,19 @@ void EpGatherOracle::compute_reference(NumericCase& c) const {
   for (std::int64_t i = 0; i < n * k; ++i) ids(i) = ids_t.get_int(i), index(i) = index_t.get_int(i);
   // The input as stored (a bf16 or f16 copy half the size of a float one: the ep8 sweep's largest
   // input is 3.2 GB of bf16).
-  auto copy_as = [&](auto& matrix) {
-    const std::size_t bytes = static_cast<std::size_t>(m * h) * static_cast<std::size_t>(dtype_size(in_t.dtype));
-    if (in_t.bytes.size() < bytes)
-      throw Error(str_cat(in_t.to_string(), ": ", in_t.bytes.size(), " bytes, not ", bytes));
-    std::memcpy(static_cast<void*>(matrix.data()), in_t.bytes.data(), bytes);
+  auto gather_as = [&](auto in) {
+    if constexpr (std::is_same_v<typename decltype(in)::Scalar, float>)
+      decode_floats(in_t, m * h, in.data());
+    else
+      copy_elements(in_t, m * h, static_cast<void*>(in.data()));
+    reference::ep_gather(in, ids, w, index, result, out.dtype);
   };
-  if (in_t.dtype == DType::bf16) {
-    reference::RowMatrixXbf16 in(m, h);
-    copy_as(in);
-    reference::ep_gather(in, ids, w, index, result, out.dtype);
-  } else if (in_t.dtype == DType::f16) {
-    reference::RowMatrixXh in(m, h);
-    copy_as(in);
-    reference::ep_gather(in, ids, w, index, result, out.dtype);
-  } else {
-    reference::RowMatrixXf in(m, h);
-    decode_floats(in_t, m * h, in.data());
-    reference::ep_gather(in, ids, w, index, result, out.dtype);
-  }
+  if (in_t.dtype == DType::bf16)
+    gather_as(reference::RowMatrixXbf16(m, h));
+  else if (in_t.dtype == DType::f16)
+    gather_as(reference::RowMatrixXh(m, h));
+  else
+    gather_as(reference::RowMatrixXf(m, h));
   for (std::int64_t i = 0; i < n * h; ++i) out.set_float(i, result.data()[i]);
   c.tolerances["output"] = tolerance(out.dtype);
 }
