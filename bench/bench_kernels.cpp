@@ -148,7 +148,7 @@ const std::vector<BenchKernel>& size_table() {
          return tensor_bytes(ids) + tensor_bytes(out) + 16.0 * static_cast<double>(logical.size()) + load;
        }},
       {"count_expert_tokens", "dsv4-flash", {1, 64, 8192, 65536}},
-      {"moe_align", "dsv4-flash", {1, 64, 1024, 8192, 65536}},
+      {"moe_align", "dsv4-flash", {1, 64, 512, 1024, 8192, 65536}},
       {"fp8_quant", "dsv4-flash-fp8", {1, 64, 8192}},  // the hidden rows before W13 (the first replayed launch)
       {"fused_moe",  // W13 of the batch (the first replayed launch); the oracle shrinks big weights
        "dsv4-flash",
@@ -277,10 +277,14 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
     copies.push_back(std::make_unique<equivalence::DeviceTensors>(Device::instance()));
     prepared.push_back(row->prepare(c, *copies.back()));
   }
-  // WARMKEY_BENCH_GRID=<kernel>=<blocks> launches that kernel on another grid (a launch dimension,
-  // not a key field: an A/B of the grid heuristic with the same binary, where the kernel serves any
-  // grid; moe_align's does, moe_align.cuh NOTES).
+  // WARMKEY_BENCH_GRID=<kernel>=<blocks> launches that kernel on another grid, without clusters (a
+  // launch dimension, not a key field: an A/B of the grid heuristic with the same binary, where the
+  // kernel serves any grid; moe_align's does, moe_align.cuh NOTES).
   const unsigned grid = grid_override(row->name);
+  // WARMKEY_BENCH_PLAIN=1: `grid` without thread-block clusters (LaunchOptions::plain_grid), the
+  // portable path's A/B with the same binary where the contract asks for a cluster (moe_align).
+  const char* plain_env = std::getenv("WARMKEY_BENCH_PLAIN");
+  const bool plain = plain_env != nullptr && std::string_view(plain_env) == "1";
   const std::int64_t topk_rows = row->name == "dsv4_topk" ? dsv4_topk_path() : -1;
   for (equivalence::PreparedLaunch& p : prepared) {
     if (topk_rows >= 0) {  // the same Args on the path asked for
@@ -288,14 +292,15 @@ void BM_kernel(benchmark::State& state, const KernelDescriptor* row, const Bench
       p.bound = bind(Dsv4Topk::kernel_def(), p.spec);
     }
     if (grid > 0) p.spec.grid[0] = grid;
+    if (grid > 0 || plain) p.spec.cluster = 0;
     launches.push_back({p.bound, p.spec});
   }
   const double bytes = sizes.bytes(c), flops = sizes.flops(c);
   const std::string path = topk_rows < 0    ? std::string()
                            : topk_rows == 0 ? " warp-per-row"
                                             : str_cat(" rows ", topk_rows);
-  const std::string figure =
-      str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(), path, " (", c.label, ")");
+  const std::string figure = str_cat(row->name, "/T:", tokens, grid > 0 ? str_cat(" grid ", grid) : std::string(),
+                                     plain ? " plain" : "", path, " (", c.label, ")");
   const double seconds = time_launches(state, launches, bytes, copy_bandwidth_gbs(), figure);
   if (const char* check = std::getenv("WARMKEY_BENCH_CHECK"); check != nullptr && std::string_view(check) == "1") {
     equivalence::NumericCase ref = c;

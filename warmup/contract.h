@@ -18,6 +18,9 @@ struct LaunchOptions {
   // Programmatic dependent launch, for kernels whose device code waits for its prerequisites
   // (KernelDef::pdl_wait); ignored for the others. Decode layers chain their steps this way.
   bool pdl = false;
+  // Launch LaunchSpec::grid without thread-block clusters even on a card that has them: the
+  // portable path of a kernel that clusters where it can (moe_align), for tests and A/B runs.
+  bool plain_grid = false;
 };
 
 // The type-erased face of a kernel that the registry, orchestrator and CLI see.
@@ -72,6 +75,7 @@ class Contract : public Kernel {
     LaunchSpec spec = launch_spec(args);
     if (spec.skip) return;
     if (options.pdl && def().pdl_wait) spec.programmatic_dependent_launch = true;
+    if (options.plain_grid) spec.cluster = 0;
     rt.launch(bind(def(), spec), spec, stream);
   }
 };

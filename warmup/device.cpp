@@ -412,27 +412,41 @@ void Device::launch(const CompiledKernel& k, std::atomic<void*>& function_cache,
     if (r != CUDA_SUCCESS)
       check(r, str_cat("kernel '", kernel, "': raising dynamic shared memory to ", spec.shared_bytes, " bytes"));
   }
+  // Launch attributes exist from compute capability 9.0 on (cuLaunchKernelEx); elsewhere, or with a
+  // driver without it, the plain launch of `grid`.
+  const bool ex = major_ >= 9 && api_->launch_kernel_ex != nullptr;
+  const bool clustered = ex && spec.cluster > 1;
+  const std::array<unsigned, 3>& grid = clustered ? spec.cluster_grid : spec.grid;
   int r;
-  if (spec.programmatic_dependent_launch && major_ >= 9 && api_->launch_kernel_ex != nullptr) {
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
+  if (ex && (spec.programmatic_dependent_launch || clustered)) {
+    std::array<CUlaunchAttribute, 2> attrs{};
+    unsigned n = 0;
+    if (spec.programmatic_dependent_launch) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (clustered) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = spec.cluster;
+      attrs[n].value.clusterDim.y = 1;
+      attrs[n++].value.clusterDim.z = 1;
+    }
     CUlaunchConfig config{};
-    config.gridDimX = spec.grid[0], config.gridDimY = spec.grid[1], config.gridDimZ = spec.grid[2];
+    config.gridDimX = grid[0], config.gridDimY = grid[1], config.gridDimZ = grid[2];
     config.blockDimX = spec.block[0], config.blockDimY = spec.block[1], config.blockDimZ = spec.block[2];
     config.sharedMemBytes = spec.shared_bytes;
     config.hStream = static_cast<CUstream>(stream);
-    config.attrs = &attr;
-    config.numAttrs = 1;
+    config.attrs = attrs.data();
+    config.numAttrs = n;
     r = api_->launch_kernel_ex(&config, fn, args.ptrs.data(), nullptr);
   } else {
-    r = api_->launch_kernel(fn, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0], spec.block[1], spec.block[2],
+    r = api_->launch_kernel(fn, grid[0], grid[1], grid[2], spec.block[0], spec.block[1], spec.block[2],
                             spec.shared_bytes, static_cast<CUstream>(stream), args.ptrs.data(), nullptr);
   }
   if (r != CUDA_SUCCESS)
-    check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", spec.grid[0], ",",
-                     spec.grid[1], ",", spec.grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
-                     " shared=", spec.shared_bytes));
+    check(r, str_cat("launch of kernel '", kernel, "' ", k.key.signature_text(), " grid=", grid[0], ",", grid[1], ",",
+                     grid[2], " block=", spec.block[0], ",", spec.block[1], ",", spec.block[2],
+                     " shared=", spec.shared_bytes, clustered ? str_cat(" cluster=", spec.cluster) : std::string()));
 }
 
 void Device::encode_map(const TensorMapDesc& d, void* out_bytes, const std::string& what) {

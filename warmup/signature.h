@@ -144,6 +144,13 @@ struct LaunchSpec {
   // ends (it waits with griddepcontrol.wait). Set on cards of compute capability 9.0 and newer only;
   // elsewhere the launch is an ordinary one. A launch option, not part of the binary.
   bool programmatic_dependent_launch = false;
+  // Thread-block clusters: where `cluster` > 1 and the card has clusters (compute capability 9.0
+  // and newer), the launch is `cluster_grid` blocks in clusters of `cluster` blocks along x (the
+  // cluster-dimension launch attribute); elsewhere, or with LaunchOptions::plain_grid, it is `grid`
+  // without clusters. The kernel reads its cluster's size at run time and must be right both ways.
+  // A launch option, not part of the binary.
+  unsigned cluster = 0;
+  std::array<unsigned, 3> cluster_grid{1, 1, 1};
   std::array<std::int64_t, kMaxConstexprs> constexprs{};
   std::array<std::string_view, kMaxConstexprs> constexpr_names{};
   int num_constexprs = 0;

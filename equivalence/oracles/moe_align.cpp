@@ -119,9 +119,14 @@ MoeAlignArgs MoeAlignOracle::device_args(const NumericCase& c, DeviceTensors& de
 }
 
 std::vector<HostTensor> MoeAlignOracle::run_on_device(const NumericCase& c, JitRuntime& rt) const {
+  return run_on_device(c, rt, LaunchOptions{});
+}
+
+std::vector<HostTensor> MoeAlignOracle::run_on_device(const NumericCase& c, JitRuntime& rt,
+                                                      LaunchOptions options) const {
   DeviceTensors dev(rt.device());
   MoeAlignArgs a = device_args(c, dev);
-  MoeAlign{}(a, rt);
+  MoeAlign{}(a, rt, nullptr, options);
   rt.device().synchronize();
   return {dev.download("sorted_token_ids"), dev.download("expert_ids"), dev.download("num_tokens_post_padded")};
 }

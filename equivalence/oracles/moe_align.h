@@ -41,6 +41,8 @@ class MoeAlignOracle : public Oracle {
   // Real Args over dev's copies of c's inputs, its outputs poisoned (run_on_device and the benches).
   static Args device_args(const NumericCase& c, DeviceTensors& dev);
   std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt) const override;
+  // The same with launch options (plain_grid: the portable path on a card with clusters).
+  std::vector<HostTensor> run_on_device(const NumericCase& c, JitRuntime& rt, LaunchOptions options) const;
 };
 
 }  // namespace warmkey::equivalence

@@ -75,6 +75,13 @@ std::int64_t moe_align_grid(std::int64_t numel, std::int64_t num_experts) {
   return std::min(kMoeAlignMaxBlocks, (numel + kMoeAlignEntriesPerBlock - 1) / kMoeAlignEntriesPerBlock);
 }
 
+std::int64_t moe_align_cluster(std::int64_t numel) {
+  return numel > kMoeAlignClusterNumel ? kMoeAlignClusterBlocks : 0;
+}
+
+// A cluster holds several blocks, so only a wide key (more than 1,024 entries) may be asked for one.
+static_assert(kMoeAlignClusterNumel >= kMoeAlignNumelBoundaries[0], "moe_align: 4-warp keys never cluster");
+
 const KernelDef& MoeAlign::kernel_def() {
   using param::in;
   using param::integer;
@@ -184,6 +191,10 @@ LaunchSpec MoeAlign::launch_spec(const Args& a) const {
   LaunchSpec s;
   s.skip = numel == 0;
   s.grid = {static_cast<unsigned>(moe_align_grid(numel, a.num_experts)), 1, 1};
+  if (const std::int64_t c = moe_align_cluster(numel); c > 1) {
+    s.cluster = static_cast<unsigned>(c);
+    s.cluster_grid = {static_cast<unsigned>(c), 1, 1};
+  }
   s.block = {static_cast<unsigned>(32 * warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(moe_align_shared_bytes(warps, a.num_experts));
   s.constant("NUM_EXPERTS", a.num_experts).constant("NUM_WARPS", warps);

@@ -9,11 +9,16 @@
 //   [b * CB, (b + 1) * CB) of entries, CB = ceil(numel / G) rounded up to a multiple of 32, and
 //   inside it warp w owns the contiguous chunk [lo_b + w * C, lo_b + (w + 1) * C), C =
 //   ceil(CB / W) rounded up to 32, with a row of per-expert counters in shared memory.
-// - No block waits for another and no workspace is needed: the padded group starts depend on the
-//   counts of all experts over the whole batch, so every block of a several-block grid counts the
-//   whole batch itself (L2-resident after the first block: a few MB at most) instead of waiting
-//   for the others (a grid-wide barrier, which a plain launch cannot promise). Every block derives
-//   the same totals and starts.
+// - No workspace is needed. The padded group starts depend on the counts of all experts over the
+//   whole batch. Where the grid is one thread-block cluster (compute capability 9.0 and newer: the
+//   contract asks for a cluster of kMoeAlignClusterBlocks above kMoeAlignClusterNumel entries; the
+//   kernel reads %cluster_nctarank), each block counts only its own range, leaves its per-expert
+//   counts in its shared memory, and after a cluster barrier reads the others' (mapa +
+//   ld.shared::cluster) for `before` and `total`; a second barrier keeps every block's counts in
+//   place until all have read them. Without a cluster (an older card, LaunchOptions::plain_grid or a
+//   grid of several clusters) no block can wait for another (a plain launch does not promise that
+//   the blocks run at once), so every block counts the whole batch itself (L2-resident after the
+//   first block: a few MB at most). Both ways every block derives the same totals and starts.
 // - The whole-batch count (several blocks only) is one histogram in kCopies copies,
 //   hist[e * kCopies + c], thread t adding into copy t % kCopies: with kCopies = 32 (E <= 256) the
 //   32 lanes of a warp hit 32 different banks whatever their experts (a skewed batch included), so
@@ -63,17 +68,6 @@
 //   docs/PERFORMANCE.md, "moe_align: block_m at run time").
 #define MOE_ALIGN_UNROLL 8
 #define MOE_ALIGN_COUNT_UNROLL 4
-// Development switch (off by default; an A/B in one program: WARMKEY_BENCH_DEFINES=MOE_ALIGN_CLUSTER=4
-// with WARMKEY_BENCH_GRID=moe_align=4, and WARMKEY_BENCH_CHECK=1 to check what was timed):
-// - MOE_ALIGN_CLUSTER = C > 0: the grid is one thread-block cluster of C blocks (sm_90: the blocks of
-//   a cluster run at once and read each other's shared memory). Instead of every block counting the
-//   whole batch, each block counts its own range, publishes its per-expert counts, and after a
-//   cluster barrier reads the others' (distributed shared memory) for `before` and `total`. The
-//   launch must have exactly C blocks (the contract's grid heuristic does not know the switch).
-#ifndef MOE_ALIGN_CLUSTER
-#define MOE_ALIGN_CLUSTER 0
-#endif
-
 namespace moe_align_detail {
 
 // The expert of entry o, or -1 (dropped id, or o outside [0, hi)).
@@ -83,7 +77,14 @@ __device__ __forceinline__ int expert_of(const T* ids, long long o, long long hi
   return id >= 0 && id < kExperts ? static_cast<int>(id) : -1;
 }
 
-#if MOE_ALIGN_CLUSTER > 0
+#if __CUDA_ARCH__ >= 900
+// The blocks of this block's thread-block cluster (1 without a cluster launch) and this block's
+// rank in it.
+__device__ __forceinline__ unsigned cluster_blocks() {
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+  return n;
+}
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -273,8 +274,13 @@ __device__ __forceinline__ void lane_copies_body(
   const long long lo = block_lo + warp * chunk < block_hi ? block_lo + warp * chunk : block_hi;
   const long long hi = lo + chunk < block_hi ? lo + chunk : block_hi;
   int* my_row = rows + warp * kExperts;
-  // 4 warps: numel <= 1024, always one block (but for MOE_ALIGN_CLUSTER's forced grid)
-  const bool one_block = (MOE_ALIGN_CLUSTER == 0 && kWarps == 4) || grid == 1;
+  // 4 warps: numel <= 1024, always one block (the contract's grid and cluster rules)
+  const bool one_block = kWarps == 4 || grid == 1;
+#if __CUDA_ARCH__ >= 900
+  const bool clustered = !one_block && cluster_blocks() == grid;  // the grid is one cluster
+#else
+  constexpr bool clustered = false;
+#endif
 
   int mapped[kPer];  // the block value of the thread's experts (one block: written in the scan)
 #pragma unroll
@@ -286,7 +292,7 @@ __device__ __forceinline__ void lane_copies_body(
     }
   }
 
-  if (MOE_ALIGN_CLUSTER == 0 && !one_block) {  // the whole-batch count, in two passes
+  if (!one_block && !clustered) {  // the whole-batch count, in two passes
     for (int i = t; i < kExperts * kC; i += kThreads) rows[i] = 0;
     __syncthreads();
     count_copies<kExperts, kC, kThreads>(topk_ids, 0, block_lo, rows);
@@ -319,24 +325,25 @@ __device__ __forceinline__ void lane_copies_body(
   }
   __syncthreads();
 
-#if MOE_ALIGN_CLUSTER > 0
-  if (!one_block) {
-    // The cluster's exchange: this block's counts per expert (its warps' rows summed), then, after
-    // the barrier, before[e] = the lower-ranked blocks' counts and total[e] = every other block's.
-    // A second barrier: no block leaves (or reuses) its counts while another may still read them.
-    __shared__ int s_mine[kExperts];
+#if __CUDA_ARCH__ >= 900
+  if (clustered) {
+    // The cluster's exchange: this block's counts per expert (its warps' rows summed, in `start`,
+    // which the scan writes only after the second barrier), then, after the barrier, before[e] =
+    // the lower-ranked blocks' counts and total[e] = every other block's. The second barrier: no
+    // block overwrites (or leaves with) its counts while another may still read them.
     for (int e = t; e < kExperts; e += kThreads) {
       int c = 0;
       for (int w = 0; w < kWarps; ++w) c += rows[w * kExperts + e];
-      s_mine[e] = c;
+      start[e] = c;
     }
     cluster_sync();
     const unsigned me = cluster_rank();
+    const unsigned blocks = static_cast<unsigned>(grid);
     for (int e = t; e < kExperts; e += kThreads) {
       int b = 0, o = 0;
-      for (unsigned r = 0; r < static_cast<unsigned>(MOE_ALIGN_CLUSTER); ++r) {
+      for (unsigned r = 0; r < blocks; ++r) {
         if (r == me) continue;
-        const int v = load_peer(s_mine + e, r);
+        const int v = load_peer(start + e, r);
         o += v;
         if (r < me) b += v;
       }
@@ -435,14 +442,11 @@ __device__ __forceinline__ void lane_copies_body(
 
 template <class S>
 __global__ void __launch_bounds__(32 * S::NUM_WARPS)
-#if MOE_ALIGN_CLUSTER > 0
-    __cluster_dims__(MOE_ALIGN_CLUSTER, 1, 1)
-#endif
-        moe_align_kernel(const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
-                         typename S::sorted_token_ids_t* sorted_token_ids, typename S::expert_ids_t* expert_ids,
-                         typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::numel_t numel,
-                         typename S::sorted_capacity_t sorted_capacity, typename S::blocks_capacity_t blocks_capacity,
-                         typename S::block_m_t block_m) {
+    moe_align_kernel(const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
+                     typename S::sorted_token_ids_t* sorted_token_ids, typename S::expert_ids_t* expert_ids,
+                     typename S::num_tokens_post_padded_t* num_tokens_post_padded, typename S::numel_t numel,
+                     typename S::sorted_capacity_t sorted_capacity, typename S::blocks_capacity_t blocks_capacity,
+                     typename S::block_m_t block_m) {
   static_assert(wk::same_type<typename S::sorted_token_ids_t, int>::value, "moe_align: sorted_token_ids must be i32");
   static_assert(wk::same_type<typename S::expert_ids_t, int>::value, "moe_align: expert_ids must be i32");
   static_assert(S::NUM_WARPS >= 1 && S::NUM_WARPS <= 32, "moe_align: 1 to 32 warps");

@@ -253,3 +253,34 @@ TEST(MoeAlignGrid, oneBlockUpToTheRegisterLimitThenShares) {
 }
 
 }  // namespace warmkey
+
+namespace warmkey {
+
+// Above kMoeAlignClusterNumel entries the launch asks for one cluster of 8 blocks (taken where the
+// card has clusters), with the plain grid beside it for the others; at and below, no cluster. The
+// binary is the same either way: the cluster is no key field.
+TEST(MoeAlignCluster, oneClusterOfEightAboveTheLimitAndThePlainGridBesideIt) {
+  const MoeAlign kernel;
+  auto spec_for = [&](std::int64_t numel) {
+    MoeAlignArgs a;
+    a.topk_ids = Tensor::meta(DType::i32, {numel});
+    a.sorted_token_ids = Tensor::meta(DType::i32, {moe_align_sorted_size(numel, 256, 16)});
+    a.expert_ids = Tensor::meta(DType::i32, {moe_align_max_blocks(numel, 256, 16)});
+    a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
+    a.num_experts = 256;
+    kernel.validate(a);
+    return std::pair(kernel.launch_spec(a), kernel.dispatch(a));
+  };
+  for (std::int64_t numel : {std::int64_t{1}, std::int64_t{1024}, std::int64_t{1025}, kMoeAlignClusterNumel}) {
+    EXPECT_EQ(spec_for(numel).first.cluster, 0u) << numel;
+  }
+  for (std::int64_t numel : {kMoeAlignClusterNumel + 1, std::int64_t{6144}, std::int64_t{6150}, std::int64_t{393216}}) {
+    const auto [spec, key] = spec_for(numel);
+    EXPECT_EQ(spec.cluster, static_cast<unsigned>(kMoeAlignClusterBlocks)) << numel;
+    EXPECT_EQ(spec.cluster_grid[0], static_cast<unsigned>(kMoeAlignClusterBlocks)) << numel;
+    EXPECT_EQ(spec.grid[0], static_cast<unsigned>(moe_align_grid(numel, 256))) << numel;  // the plain grid
+    EXPECT_EQ(key, spec_for(kMoeAlignClusterNumel).second) << numel;  // one key on both sides of the limit
+  }
+}
+
+}  // namespace warmkey

@@ -76,6 +76,30 @@ std::vector<equivalence::MoeAlignCase> all_cases() {
 
 WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(MoeAlignGpu, equivalence::MoeAlignOracle, equivalence::MoeAlignCase, all_cases());
 
+// Above kMoeAlignClusterNumel entries the contract asks for a thread-block cluster, which a card of
+// compute capability 9.0 grants (the suite above then runs the cluster path). The same cases on the
+// plain grid (LaunchOptions::plain_grid: every block counts the whole batch, as on older cards)
+// match the reference too.
+std::vector<equivalence::MoeAlignCase> cluster_cases() {
+  std::vector<equivalence::MoeAlignCase> out;
+  for (const equivalence::MoeAlignCase& p : all_cases()) {
+    if (p.num_tokens * p.top_k > kMoeAlignClusterNumel) out.push_back(p);
+  }
+  return out;
+}
+
+class MoeAlignGpuPlainGrid : public ::testing::TestWithParam<equivalence::MoeAlignCase> {};
+TEST_P(MoeAlignGpuPlainGrid, matchesTheReference) {
+  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE_OR_HOST_HALF();
+  const equivalence::NumericCase c = equivalence::MoeAlignOracle::make_case(GetParam());
+  WARMKEY_GPU_TEST_END_OF_HOST_HALF();
+  LaunchOptions plain;
+  plain.plain_grid = true;
+  EXPECT_TRUE(test::outputs_match(c, equivalence::MoeAlignOracle{}.run_on_device(c, test::gpu_runtime(), plain)));
+}
+INSTANTIATE_TEST_SUITE_P(Cases, MoeAlignGpuPlainGrid, ::testing::ValuesIn(cluster_cases()),
+                         test::gpu_case_name<equivalence::MoeAlignCase>);
+
 // The same input twice gives the same bytes (no atomics decide the order).
 TEST(MoeAlignGpuDeterminism, twoRunsAgreeByteForByte) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
