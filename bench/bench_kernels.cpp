@@ -9,7 +9,10 @@
 // buffer's capacity; the roofline guard (warmup/roofline.h) ends the program when a GB/s figure
 // passes the HBM peak or a FLOP/s figure the tensor-core peak. Benchmark names: <kernel>/T:<tokens>.
 // WARMKEY_BENCH_GRID=<kernel>=<blocks> launches one kernel on a grid of that many blocks instead of
-// its contract's (an A/B of a grid heuristic with the same binary, for kernels that serve any grid).
+// its contract's (an A/B of a grid heuristic with the same binary, for kernels that serve any grid),
+// without thread-block clusters. WARMKEY_BENCH_PLAIN=1 launches the contract's plain grid where it
+// asks for a cluster (LaunchOptions::plain_grid; moe_align above 2,048 entries): the A/B of the
+// cluster against the path of cards without clusters, labelled "plain".
 // WARMKEY_BENCH_DSV4_TOPK_PATH=warp|thread|thread:<R> runs dsv4_topk on one path whatever T (one warp
 // per row; one thread per row in blocks of kDsv4TopkThreadRows or R rows): the A/B that sets
 // kDsv4TopkRowPerThreadTokens and kDsv4TopkThreadRows (dsv4_topk.h), labelled in the figure.
