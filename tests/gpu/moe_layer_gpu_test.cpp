@@ -8,11 +8,13 @@
 
 #include <cctype>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/fp8_quant/fp8_quant.h"
 #include "replay/layer/layer_runner.h"
 #include "tests/support/device.h"
+#include "tests/support/host_memory_slot.h"
 #include "tests/support/numeric.h"
 #include "warmup/device.h"
 #include "warmup/error.h"
@@ -25,6 +27,9 @@ namespace moe_layer_gpu_test {
 void expect_layer_matches(LayerRunOptions o) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
   o.iterations = 1;
+  // The real shapes hold about 25 GiB of host memory: a slot bounds how many processes do at once.
+  std::optional<test::HostMemorySlot> slot;
+  if (o.config != "tiny") slot.emplace();
   const LayerRunReport r = run_layer(o);
   EXPECT_EQ(r.runtime_compiles, 0);
   ASSERT_EQ(r.rows.size(), o.tokens.size());
