@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
@@ -16,8 +15,8 @@ namespace {
 
 constexpr std::string_view kName = "batched_moe";
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: constexprs, bounded
-constexpr std::int64_t kMaxExperts = 65535;              // the grid's y extent
+using expert_gemm::kMaxDim;
+constexpr std::int64_t kMaxExperts = 65535;  // the grid's y extent
 constexpr std::int64_t kRowBytes = 128;
 constexpr std::int64_t kScaleGroup = 128;
 constexpr std::initializer_list<DType> kOperandDTypes = {DType::bf16, DType::f16, DType::f32, DType::f8e4m3};
@@ -30,9 +29,9 @@ using expert_gemm::kWsBlockN;
 using expert_gemm::kWsWarps;
 using expert_gemm::warp_specialised;
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+using expert_gemm::ceil_div;
 std::int64_t shared_bytes(const FusedMoeTile& t) {
-  if (warp_specialised(t)) return 1024 + t.stages * (t.block_m + t.block_n) * kRowBytes + t.stages * 16;  // gemm_ws.cuh
+  if (warp_specialised(t)) return expert_gemm::ws_shared_bytes(t.stages, t.block_m + t.block_n);  // gemm_ws.cuh
   return t.stages * (t.block_m + t.block_n) * kRowBytes;
 }
 
@@ -250,12 +249,10 @@ LaunchSpec BatchedMoe::launch_spec(const Args& a) const {
 }
 
 std::string BatchedMoe::describe(const Args& a) const {
-  auto opt = [](const std::optional<Tensor>& t) { return t ? t->meta().to_string() : std::string("none"); };
-  std::ostringstream tile;
-  if (a.tile) tile << " tile(" << *a.tile << ")";
+  using expert_gemm::describe_optional;
   return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " c=", a.c.meta(),
-                 " expert_num_tokens=", a.expert_num_tokens.meta(), " a_scale=", opt(a.a_scale),
-                 " b_scale=", opt(a.b_scale), tile.str());
+                 " expert_num_tokens=", a.expert_num_tokens.meta(), " a_scale=", describe_optional(a.a_scale),
+                 " b_scale=", describe_optional(a.b_scale), expert_gemm::describe_tile(a.tile));
 }
 
 }  // namespace warmkey

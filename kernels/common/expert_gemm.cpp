@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "kernels/common/checks.h"
 #include "warmup/binder.h"
@@ -102,6 +103,21 @@ TensorMapDesc ws_b_map(const Tensor& b, std::int64_t es) {
 
 // ---- validation ----------------------------------------------------------------------------------
 
+void validate_activations(std::string_view kernel, const Tensor& a, std::initializer_list<DType> dtypes,
+                          std::int64_t k_step, std::string_view k_rule) {
+  checks::dtype_in(kernel, "a", a, dtypes);
+  checks::rank(kernel, "a", a, 2);
+  checks::element_aligned(kernel, "a", a);
+  const std::int64_t row16 = 16 / dtype_size(a.dtype());
+  const std::int64_t m = a.size(0), k = a.size(1);
+  checks::dim_in(kernel, "a", a, 0, 0, kI32Max, "rows index the grid");
+  checks::dim_in(kernel, "a", a, 1, k_step, kMaxDim, k_rule);
+  check_input(k % k_step == 0, kernel, "a", "K = ", k, " (", a.meta(), ") is not a multiple of ", k_step, " (k-tiles)");
+  check_input(a.stride(1) == 1, kernel, "a", "the last dim must be contiguous (", a.meta(), ")");
+  check_input(a.stride(0) <= kI32Max && (m <= 1 || (a.stride(0) >= k && a.stride(0) % row16 == 0)), kernel, "a",
+              "row stride ", a.stride(0), " (", a.meta(), ") must be >= K, a multiple of 16 bytes and fit i32");
+}
+
 void validate_top_k(std::string_view kernel, std::int64_t m, std::int64_t top_k) {
   check_input(top_k >= 1 && top_k <= kMaxTopK, kernel, "top_k", top_k, " is outside [1, ", kMaxTopK, "]");
   check_input(m * top_k <= kI32Max, kernel, "top_k", "M * top_k = ", m * top_k, " exceeds i32");
@@ -142,7 +158,10 @@ void validate_bias_and_weights(std::string_view kernel, const std::optional<Tens
 }
 
 void validate_layout(std::string_view kernel, const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t e,
-                     std::int64_t block_m) {
+                     const FusedMoeTile& tile) {
+  check_input(!warp_specialised(tile) || l.sorted_token_ids.has_value(), kernel, "tile",
+              "warps 12 (the warp-specialised tile) needs moe_align's sorted layout, not the naive one");
+  const std::int64_t block_m = tile.block_m;
   check_input(l.sorted_token_ids.has_value() == l.num_tokens_post_padded.has_value(), kernel,
               l.sorted_token_ids ? "num_tokens_post_padded" : "sorted_token_ids",
               "sorted_token_ids and num_tokens_post_padded come together (moe_align's layout) or not at all (naive)");
@@ -176,6 +195,15 @@ void add_epilogue_fields(std::vector<CompileKey::Field>& f, const std::optional<
   f.emplace_back("mul_routed_weight", topk_weights.has_value());
   f.emplace_back("has_bias", bias.has_value());
   if (bias) f.emplace_back("bias_dtype", bias->dtype());
+}
+
+void add_gemm_fields(std::vector<CompileKey::Field>& f, const SortedGemmArgs& a, std::int64_t n, std::int64_t k,
+                     std::int64_t num_valid, const FusedMoeTile& tile) {
+  f.emplace_back("n", n);
+  f.emplace_back("k", k);
+  f.emplace_back("top_k", a.top_k);
+  add_epilogue_fields(f, a.bias, a.topk_weights);
+  add_layout_fields(f, a, num_valid, tile);
 }
 
 void add_layout_fields(std::vector<CompileKey::Field>& f, const SortedLayoutArgs& l, std::int64_t num_valid,
@@ -288,6 +316,15 @@ WarmupRows warmup_rows(std::string_view kernel, const CompileKey& key, std::int6
   return r;
 }
 
+void set_warmup_sorted_args(SortedGemmArgs& a, const CompileKey& key, const WarmupRows& rows, std::int64_t n,
+                            std::int64_t top_k, std::int64_t experts, const FusedMoeTile& tile) {
+  a.c = Tensor::meta(key.get_dtype("out_dtype"), {rows.num_valid, n});
+  if (key.get_bool("has_bias")) a.bias = Tensor::meta(key.get_dtype("bias_dtype"), {experts, n});
+  if (key.get_bool("mul_routed_weight")) a.topk_weights = Tensor::meta(DType::f32, {rows.num_valid});
+  set_warmup_layout(a, key, rows, top_k, tile.block_m);
+  a.tile = tile;
+}
+
 void set_warmup_layout(SortedLayoutArgs& l, const CompileKey& key, const WarmupRows& rows, std::int64_t top_k,
                        std::int64_t block_m) {
   if (key.get_bool("naive")) {
@@ -306,6 +343,49 @@ unsigned grid_blocks(const SortedLayoutArgs& l, std::int64_t num_valid, std::int
   return static_cast<unsigned>(std::max<std::int64_t>(m_blocks, 1) * ceil_div(n, tile.block_n));
 }
 
+std::vector<ConstParam> tile_constexpr_params() {
+  return {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}};
+}
+
+std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std::initializer_list<Param> strides,
+                                      std::initializer_list<Param> tail) {
+  using param::in;
+  using param::integer;
+  constexpr auto kNoSpec = Specialize::do_not_specialize;
+  constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
+  std::vector<Param> p(operands);
+  for (Param q : {param::in_or_null("topk_weights", DType::f32, kNoSpec), in("sorted_token_ids", kNoSpec),
+                  in("expert_ids", kNoSpec), in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign),
+                  integer("num_valid", kNoAlign), integer("num_experts", kNoSpec)})
+    p.push_back(std::move(q));
+  p.insert(p.end(), strides.begin(), strides.end());
+  for (Param q : {integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec), integer("size_n", kNoSpec),
+                  integer("size_k", kNoSpec), integer("top_k", kNoSpec)})
+    p.push_back(std::move(q));
+  p.insert(p.end(), tail.begin(), tail.end());
+  return p;
+}
+
+LaunchSpec sorted_launch(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile,
+                         bool meta, std::int64_t shared_bytes) {
+  LaunchSpec s;
+  s.skip = num_valid == 0;
+  s.grid = {grid_blocks(l, num_valid, n, tile), 1, 1};
+  if (warp_specialised(tile)) s.grid[0] = persistent_grid(s.grid[0], meta);
+  s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
+  s.shared_bytes = static_cast<unsigned>(shared_bytes);
+  return s;
+}
+
+void add_tile_constexprs(LaunchSpec& s, std::int64_t n, std::int64_t k, std::int64_t top_k, const FusedMoeTile& tile,
+                         bool sizes_constexpr) {
+  const std::pair<std::string_view, std::int64_t> values[] = {
+      {"N", sizes_constexpr ? n : 0}, {"K", sizes_constexpr ? k : 0}, {"TOP_K", sizes_constexpr ? top_k : 0},
+      {"BLOCK_M", tile.block_m},      {"BLOCK_N", tile.block_n},      {"BLOCK_K", tile.block_k},
+      {"GROUP_M", tile.group_m},      {"WARPS", tile.warps},          {"STAGES", tile.stages}};
+  for (const auto& [name, v] : values) s.constant(name, v);  // names: string literals, as LaunchSpec needs
+}
+
 void add_layout_launch_args(LaunchSpec& s, const SortedLayoutArgs& l, std::int64_t num_valid,
                             std::int64_t num_experts) {
   s.ptr("sorted_token_ids", l.sorted_token_ids)
@@ -316,10 +396,27 @@ void add_layout_launch_args(LaunchSpec& s, const SortedLayoutArgs& l, std::int64
       .integer("num_experts", num_experts);
 }
 
+void add_output_launch_args(LaunchSpec& s, const SortedGemmArgs& a, std::int64_t n, std::int64_t k) {
+  s.integer("stride_cm", a.c.stride(0))
+      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0)
+      .integer("size_n", n)
+      .integer("size_k", k)
+      .integer("top_k", a.top_k);
+}
+
 std::string describe_layout(const SortedLayoutArgs& l) {
-  auto opt = [](const std::optional<Tensor>& t) { return t ? t->meta().to_string() : std::string("none"); };
-  return str_cat(" sorted_token_ids=", opt(l.sorted_token_ids), " expert_ids=", l.expert_ids.meta(),
-                 " num_tokens_post_padded=", opt(l.num_tokens_post_padded), " top_k=", l.top_k);
+  return str_cat(" sorted_token_ids=", describe_optional(l.sorted_token_ids), " expert_ids=", l.expert_ids.meta(),
+                 " num_tokens_post_padded=", describe_optional(l.num_tokens_post_padded), " top_k=", l.top_k);
+}
+
+std::string describe_optional(const std::optional<Tensor>& t) {
+  return t ? t->meta().to_string() : std::string("none");
+}
+
+std::string describe_tile(const std::optional<FusedMoeTile>& tile) {
+  std::ostringstream os;
+  if (tile) os << " tile(" << *tile << ")";
+  return os.str();
 }
 
 }  // namespace expert_gemm

@@ -47,6 +47,17 @@ struct SortedLayoutArgs {
   std::int64_t top_k = 1;  // W13: K of the routing; W2: 1
 };
 
+// A sorted-layout GEMM's Args beside its A and B operands (fused_moe, nvfp4_moe): the layout, the
+// output, the epilogue's operands and a pinned tile.
+struct SortedGemmArgs : SortedLayoutArgs {
+  // [M * top_k, N] output, bf16 | f16 | f32; the last dim contiguous, row stride a multiple of 16
+  // bytes; any element-aligned address.
+  Tensor c;
+  std::optional<Tensor> bias;          // [E, N] bf16 | f16 | f32, last dim contiguous: added before the weight
+  std::optional<Tensor> topk_weights;  // [M * top_k] (any shape, read flat) f32: given = multiply (W2)
+  std::optional<FusedMoeTile> tile;    // a tile chosen by the caller; absent: the kernel's heuristic
+};
+
 // ---- the sorted layout's rules (both sorted-layout kernels: moe_align pads with the same BLOCK_M
 // on either backend, so W13 and W2 of one batch agree) ----------------------------------------------
 
@@ -63,7 +74,8 @@ std::vector<std::int64_t> fused_moe_token_boundaries(std::int64_t top_k, std::in
 namespace expert_gemm {
 
 inline constexpr std::int64_t kMaxTopK = 64;
-inline constexpr std::int64_t kMaxSharedBytes = 227 * 1024;  // sm_90 opt-in limit per block
+inline constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: i32 arguments or constexprs, bounded
+inline constexpr std::int64_t kMaxSharedBytes = 227 * 1024;     // sm_90 opt-in limit per block
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -72,6 +84,11 @@ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1
 inline constexpr std::int64_t kWsWarps = 12, kWsBlockM = 128, kWsBlockN = 256;
 inline constexpr unsigned kFallbackSms = 132;  // an H200's multiprocessors: the grid bound without a device
 inline bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
+// Shared memory of a warp-specialised pipeline before a kernel's own extras: 1 KiB of alignment
+// slack, `stages` stages of `rows` 128-byte rows (A's and B's) and two 8-byte barriers per stage.
+inline std::int64_t ws_shared_bytes(std::int64_t stages, std::int64_t rows) {
+  return 1024 + stages * rows * 128 + stages * 16;
+}
 // Why a tile breaks the warp-specialised tile's shape rule (warps 12 if and only if 128 x 256), or "".
 std::string ws_shape_problem(const FusedMoeTile& t);
 // A persistent grid of `blocks`: at most one block per multiprocessor (the grid is no key field;
@@ -96,6 +113,11 @@ std::string tile_shape_problem(const FusedMoeTile& t, std::initializer_list<std:
 
 // ---- validation ----------------------------------------------------------------------------------
 
+// a [M, K]: one of `dtypes`, element-aligned, M within i32, K in [k_step, 2^20] (`k_rule` says why)
+// and a multiple of k_step, the last dim contiguous, the row stride >= K, a multiple of 16 bytes and
+// within i32.
+void validate_activations(std::string_view kernel, const Tensor& a, std::initializer_list<DType> dtypes,
+                          std::int64_t k_step, std::string_view k_rule);
 // top_k in [1, 64] and M * top_k within i32.
 void validate_top_k(std::string_view kernel, std::int64_t m, std::int64_t top_k);
 // c [num_valid, N] in bf16 | f16 | f32, the last dim contiguous, a 16-byte row stride.
@@ -104,15 +126,20 @@ void validate_output(std::string_view kernel, const Tensor& c, std::int64_t num_
 void validate_bias_and_weights(std::string_view kernel, const std::optional<Tensor>& bias,
                                const std::optional<Tensor>& topk_weights, std::int64_t num_valid, std::int64_t e,
                                std::int64_t n);
-// The sorted layout (capacity for E experts padded to block_m) or the naive one.
+// The sorted layout (capacity for E experts padded to the tile's block_m) or the naive one; the
+// warp-specialised tile runs on the sorted layout only.
 void validate_layout(std::string_view kernel, const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t e,
-                     std::int64_t block_m);
+                     const FusedMoeTile& tile);
 
 // ---- keys ----------------------------------------------------------------------------------------
 
 // mul_routed_weight, has_bias and bias_dtype, in that order.
 void add_epilogue_fields(std::vector<CompileKey::Field>& f, const std::optional<Tensor>& bias,
                          const std::optional<Tensor>& topk_weights);
+// n, k, top_k, the epilogue's fields and the layout's (add_epilogue_fields, add_layout_fields), in
+// that order: a sorted-layout GEMM's key after its dtype fields.
+void add_gemm_fields(std::vector<CompileKey::Field>& f, const SortedGemmArgs& a, std::int64_t n, std::int64_t k,
+                     std::int64_t num_valid, const FusedMoeTile& tile);
 // naive, ids_dtype, em, num_valid and the tile (block_m .. stages), in that order.
 void add_layout_fields(std::vector<CompileKey::Field>& f, const SortedLayoutArgs& l, std::int64_t num_valid,
                        const FusedMoeTile& tile);
@@ -140,6 +167,17 @@ std::vector<LayoutBucket> layout_buckets(const ModelConfig& config, std::vector<
 // tile): per class each index dtype of a naive bucket (`index_dtypes`), i32 sorted with em {16, 2}.
 void zip_layout_rows(KeySpace& space, const std::vector<LayoutBucket>& buckets, const std::vector<DType>& index_dtypes);
 
+// ---- the signature -------------------------------------------------------------------------------
+
+// The constexprs add_tile_constexprs passes: N, K, TOP_K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WARPS,
+// STAGES.
+std::vector<ConstParam> tile_constexpr_params();
+// A sorted-layout GEMM's parameters: `operands`, then topk_weights (null when absent) and the
+// layout's (add_layout_launch_args: sorted_token_ids .. num_experts), `strides`, the output's
+// (add_output_launch_args: stride_cm .. top_k) and `tail`, in that order.
+std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std::initializer_list<Param> strides,
+                                      std::initializer_list<Param> tail = {});
+
 // ---- warmup inputs and launch ----------------------------------------------------------------------
 
 // The fewest rows M (in [1, 64]) whose M * top_k has the key's num_valid class, the entries and EM
@@ -148,16 +186,36 @@ struct WarmupRows {
   std::int64_t m = 0, num_valid = 0, em = 0;
 };
 WarmupRows warmup_rows(std::string_view kernel, const CompileKey& key, std::int64_t top_k, std::int64_t block_m);
+// The key's SortedGemmArgs part (meta): the output c [num_valid, N]; bias [experts, N] and
+// topk_weights [num_valid] where the key has them; the layout tensors (set_warmup_layout) and the
+// key's tile, pinned (never recomputed from these shapes).
+void set_warmup_sorted_args(SortedGemmArgs& a, const CompileKey& key, const WarmupRows& rows, std::int64_t n,
+                            std::int64_t top_k, std::int64_t experts, const FusedMoeTile& tile);
 // The key's layout tensors (meta) for `rows`, top_k and nothing else.
 void set_warmup_layout(SortedLayoutArgs& l, const CompileKey& key, const WarmupRows& rows, std::int64_t top_k,
                        std::int64_t block_m);
 // The 1-D grid: m-blocks (min(ceil(EM / BLOCK_M), num_valid); each entry in the naive layout)
 // times the n-blocks.
 unsigned grid_blocks(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile);
+// A sorted-layout GEMM's launch before its arguments: skipped without entries, grid_blocks (a
+// persistent_grid for the warp-specialised tile; `meta`: a meta launch), 32 * warps threads and
+// `shared_bytes`.
+LaunchSpec sorted_launch(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile,
+                         bool meta, std::int64_t shared_bytes);
+// The constexprs N, K and TOP_K (0 unless `sizes_constexpr`: then read at run time) and the tile's
+// BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WARPS and STAGES, in that order.
+void add_tile_constexprs(LaunchSpec& s, std::int64_t n, std::int64_t k, std::int64_t top_k, const FusedMoeTile& tile,
+                         bool sizes_constexpr);
 // sorted_token_ids, expert_ids, num_tokens_post_padded, em, num_valid and num_experts, in that order.
 void add_layout_launch_args(LaunchSpec& s, const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t num_experts);
+// stride_cm, stride_bias (0 without bias), size_n, size_k and top_k, in that order.
+void add_output_launch_args(LaunchSpec& s, const SortedGemmArgs& a, std::int64_t n, std::int64_t k);
 // " sorted_token_ids=... expert_ids=... num_tokens_post_padded=... top_k=..." for describe().
 std::string describe_layout(const SortedLayoutArgs& l);
+// An optional tensor's meta, or "none", for describe().
+std::string describe_optional(const std::optional<Tensor>& t);
+// " tile(...)" for a pinned tile, or "", for describe().
+std::string describe_tile(const std::optional<FusedMoeTile>& tile);
 
 }  // namespace expert_gemm
 }  // namespace warmkey

@@ -23,11 +23,11 @@ namespace {
 
 constexpr std::string_view kName = "fused_moe";
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: i32 arguments, bounded
-constexpr std::int64_t kRowBytes = 128;                  // one k-tile row (device/gemm.cuh)
-constexpr std::int64_t kScaleGroup = 128;                // fp8 block scales: 128 x 128
+constexpr std::int64_t kRowBytes = 128;    // one k-tile row (device/gemm.cuh)
+constexpr std::int64_t kScaleGroup = 128;  // fp8 block scales: 128 x 128
 constexpr std::initializer_list<DType> kOperandDTypes = {DType::bf16, DType::f16, DType::f32, DType::f8e4m3};
 using expert_gemm::ceil_div;
+using expert_gemm::kMaxDim;
 using expert_gemm::kMaxSharedBytes;
 std::int64_t block_k_of(DType d) { return kRowBytes / dtype_size(d); }
 // The warp-specialised tile (device/gemm_ws.cuh): 128 x 256, 3 warpgroups, TMA, persistent grid.
@@ -36,7 +36,7 @@ using expert_gemm::kWsBlockN;
 using expert_gemm::kWsWarps;
 using expert_gemm::warp_specialised;
 std::int64_t shared_bytes(const FusedMoeTile& t) {
-  if (warp_specialised(t)) return 1024 + t.stages * (kWsBlockM + kWsBlockN) * kRowBytes + t.stages * 16;  // gemm_ws.cuh
+  if (warp_specialised(t)) return expert_gemm::ws_shared_bytes(t.stages, kWsBlockM + kWsBlockN);  // gemm_ws.cuh
   return t.stages * (t.block_m + t.block_n) * kRowBytes + t.block_m * 4;
 }
 
@@ -240,7 +240,6 @@ std::vector<std::int64_t> FusedMoeTuning::boundaries(std::int64_t n, std::int64_
 
 const KernelDef& FusedMoe::kernel_def() {
   using param::in;
-  using param::in_or_null;
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
@@ -252,32 +251,12 @@ const KernelDef& FusedMoe::kernel_def() {
   // two GEMMs of a layer share a tile's binary: dsv4-flash 10 -> 5. fp8 keys keep N, K and TOP_K
   // as constexprs (fused_moe.cuh: run-time values cost 7 % in the scaled main loop).
   static const KernelDef def = with_pdl_wait(
-      KernelDef{std::string(kName),
-                "fused_moe/fused_moe.cuh",
-                "fused_moe_kernel",
-                {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
-                {in("a", kNoAlign),
-                 in("b"),
-                 out("c", kNoAlign),
-                 in("bias", kNoSpec),
-                 in("a_scale", kNoSpec),
-                 in("b_scale", kNoSpec),
-                 in_or_null("topk_weights", DType::f32, kNoSpec),
-                 in("sorted_token_ids", kNoSpec),
-                 in("expert_ids", kNoSpec),
-                 in("num_tokens_post_padded", kNoSpec),
-                 integer("em", kNoAlign),
-                 integer("num_valid", kNoAlign),
-                 integer("num_experts", kNoSpec),
-                 integer("stride_am", kNoSpec),
-                 integer("stride_be", kNoSpec),
-                 integer("stride_bn", kNoSpec),
-                 integer("stride_cm", kNoSpec),
-                 integer("stride_bias", kNoSpec),
-                 integer("size_n", kNoSpec),
-                 integer("size_k", kNoSpec),
-                 integer("top_k", kNoSpec),
-                 param::tensor_map("b_map")},
+      KernelDef{std::string(kName), "fused_moe/fused_moe.cuh", "fused_moe_kernel", expert_gemm::tile_constexpr_params(),
+                expert_gemm::sorted_gemm_params(
+                    {in("a", kNoAlign), in("b"), out("c", kNoAlign), in("bias", kNoSpec), in("a_scale", kNoSpec),
+                     in("b_scale", kNoSpec)},
+                    {integer("stride_am", kNoSpec), integer("stride_be", kNoSpec), integer("stride_bn", kNoSpec)},
+                    {param::tensor_map("b_map")}),
                 &kernel_sources()});
   return def;
 }
@@ -354,18 +333,10 @@ std::vector<CompileKey> FusedMoe::warmup_keys(const ModelConfig& config) const {
 
 void FusedMoe::validate(const Args& a) const {
   // a
-  checks::dtype_in(kName, "a", a.a, kOperandDTypes);
-  checks::rank(kName, "a", a.a, 2);
-  checks::element_aligned(kName, "a", a.a);
+  expert_gemm::validate_activations(kName, a.a, kOperandDTypes, kScaleGroup, "K is bounded");
   const DType dtype = a.a.dtype();
-  const std::int64_t es = dtype_size(dtype), row16 = 16 / es;
+  const std::int64_t row16 = 16 / dtype_size(dtype);
   const std::int64_t m = a.a.size(0), k = a.a.size(1);
-  checks::dim_in(kName, "a", a.a, 0, 0, kI32Max, "rows index the grid");
-  checks::dim_in(kName, "a", a.a, 1, kScaleGroup, kMaxDim, "K is bounded");
-  check_input(k % kScaleGroup == 0, kName, "a", "K = ", k, " (", a.a.meta(), ") is not a multiple of 128 (k-tiles)");
-  check_input(a.a.stride(1) == 1, kName, "a", "the last dim must be contiguous (", a.a.meta(), ")");
-  check_input(a.a.stride(0) <= kI32Max && (m <= 1 || (a.a.stride(0) >= k && a.a.stride(0) % row16 == 0)), kName, "a",
-              "row stride ", a.a.stride(0), " (", a.a.meta(), ") must be >= K, a multiple of 16 bytes and fit i32");
   expert_gemm::validate_top_k(kName, m, a.top_k);
   const std::int64_t num_valid = m * a.top_k;
 
@@ -395,10 +366,8 @@ void FusedMoe::validate(const Args& a) const {
   // the tile
   const FusedMoeTile tile = tile_of(a);
   if (const std::string p = tile_problem(tile, dtype); !p.empty()) fail_input(kName, "tile", p);
-  check_input(!warp_specialised(tile) || a.sorted_token_ids.has_value(), kName, "tile",
-              "warps 12 (the warp-specialised tile) needs moe_align's sorted layout, not the naive one");
 
-  expert_gemm::validate_layout(kName, a, num_valid, e, tile.block_m);
+  expert_gemm::validate_layout(kName, a, num_valid, e, tile);
 }
 
 CompileKey FusedMoe::dispatch(const Args& a) const {
@@ -407,11 +376,7 @@ CompileKey FusedMoe::dispatch(const Args& a) const {
   std::vector<CompileKey::Field> f{{"dtype", a.a.dtype()}, {"out_dtype", a.c.dtype()}};
   f.emplace_back("quant", std::string(a.a_scale ? "fp8_block" : "none"));
   if (a.a_scale) f.emplace_back("scale_dtype", a.a_scale->dtype());
-  f.emplace_back("n", a.b.size(1));
-  f.emplace_back("k", a.b.size(2));
-  f.emplace_back("top_k", a.top_k);
-  expert_gemm::add_epilogue_fields(f, a.bias, a.topk_weights);
-  expert_gemm::add_layout_fields(f, a, num_valid, tile);
+  expert_gemm::add_gemm_fields(f, a, a.b.size(1), a.b.size(2), num_valid, tile);
   return CompileKey(std::string(kName), std::move(f));
 }
 
@@ -425,16 +390,12 @@ FusedMoeArgs FusedMoe::warmup_inputs(const CompileKey& key) const {
   Args a;
   a.a = Tensor::meta(dtype, {rows.m, k});
   a.b = Tensor::meta(dtype, {kExperts, n, k});
-  a.c = Tensor::meta(key.get_dtype("out_dtype"), {rows.num_valid, n});
   if (key.get_string("quant") == "fp8_block") {
     const DType sd = key.get_dtype("scale_dtype");
     a.a_scale = Tensor::meta(sd, {rows.m, k / kScaleGroup});
     a.b_scale = Tensor::meta(sd, {kExperts, ceil_div(n, kScaleGroup), k / kScaleGroup});
   }
-  if (key.get_bool("has_bias")) a.bias = Tensor::meta(key.get_dtype("bias_dtype"), {kExperts, n});
-  if (key.get_bool("mul_routed_weight")) a.topk_weights = Tensor::meta(DType::f32, {rows.num_valid});
-  expert_gemm::set_warmup_layout(a, key, rows, top_k, tile.block_m);
-  a.tile = tile;  // from the key, never recomputed from these shapes
+  expert_gemm::set_warmup_sorted_args(a, key, rows, n, top_k, kExperts, tile);
   return a;
 }
 
@@ -442,27 +403,12 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   const std::int64_t n = a.b.size(1), k = a.b.size(2);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
-  LaunchSpec s;
-  s.skip = num_valid == 0;
-  s.grid = {expert_gemm::grid_blocks(a, num_valid, n, tile), 1, 1};
+  LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, a.a.is_meta(), shared_bytes(tile));
   std::optional<TensorMapDesc> b_map;
-  if (warp_specialised(tile)) {
-    s.grid[0] = expert_gemm::persistent_grid(s.grid[0], a.a.is_meta());
-    b_map = expert_gemm::ws_b_map(a.b, dtype_size(a.a.dtype()));
-  }
-  s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
-  s.shared_bytes = static_cast<unsigned>(shared_bytes(tile));
+  if (warp_specialised(tile)) b_map = expert_gemm::ws_b_map(a.b, dtype_size(a.a.dtype()));
   const bool sizes_constexpr = a.a.dtype() == DType::f8e4m3;  // else read at run time (0)
-  s.constant("N", sizes_constexpr ? n : 0)
-      .constant("K", sizes_constexpr ? k : 0)
-      .constant("TOP_K", sizes_constexpr ? a.top_k : 0)
-      .constant("BLOCK_M", tile.block_m)
-      .constant("BLOCK_N", tile.block_n)
-      .constant("BLOCK_K", tile.block_k)
-      .constant("GROUP_M", tile.group_m)
-      .constant("WARPS", tile.warps)
-      .constant("STAGES", tile.stages)
-      .ptr("a", a.a)
+  expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, sizes_constexpr);
+  s.ptr("a", a.a)
       .ptr("b", a.b)
       .ptr("c", a.c)
       .ptr("bias", a.bias)
@@ -470,25 +416,18 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
       .ptr("b_scale", a.b_scale)
       .ptr("topk_weights", a.topk_weights);
   expert_gemm::add_layout_launch_args(s, a, num_valid, a.b.size(0));
-  s.integer("stride_am", a.a.stride(0))
-      .integer("stride_be", a.b.stride(0))
-      .integer("stride_bn", a.b.stride(1))
-      .integer("stride_cm", a.c.stride(0))
-      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0)
-      .integer("size_n", n)
-      .integer("size_k", k)
-      .integer("top_k", a.top_k)
-      .tensor_map("b_map", b_map);
+  s.integer("stride_am", a.a.stride(0)).integer("stride_be", a.b.stride(0)).integer("stride_bn", a.b.stride(1));
+  expert_gemm::add_output_launch_args(s, a, n, k);
+  s.tensor_map("b_map", b_map);
   return s;
 }
 
 std::string FusedMoe::describe(const Args& a) const {
-  auto opt = [](const std::optional<Tensor>& t) { return t ? t->meta().to_string() : std::string("none"); };
-  std::ostringstream tile;
-  if (a.tile) tile << " tile(" << *a.tile << ")";
-  return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " c=", a.c.meta(), " bias=", opt(a.bias),
-                 " a_scale=", opt(a.a_scale), " b_scale=", opt(a.b_scale), " topk_weights=", opt(a.topk_weights),
-                 expert_gemm::describe_layout(a), tile.str());
+  using expert_gemm::describe_optional;
+  return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " c=", a.c.meta(), " bias=", describe_optional(a.bias),
+                 " a_scale=", describe_optional(a.a_scale), " b_scale=", describe_optional(a.b_scale),
+                 " topk_weights=", describe_optional(a.topk_weights), expert_gemm::describe_layout(a),
+                 expert_gemm::describe_tile(a.tile));
 }
 
 }  // namespace warmkey

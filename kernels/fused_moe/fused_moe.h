@@ -20,9 +20,11 @@ namespace warmkey {
 
 class FusedMoe;  // the contract (below): FusedMoeArgs::Contract
 
-// The sorted-layout part (sorted_token_ids, expert_ids, num_tokens_post_padded, top_k) is
-// SortedLayoutArgs (kernels/common/expert_gemm.h).
-struct FusedMoeArgs : SortedLayoutArgs {
+// The layout (sorted_token_ids, expert_ids, num_tokens_post_padded, top_k), c, bias, topk_weights
+// and tile are SortedGemmArgs' (kernels/common/expert_gemm.h): c for f8e4m3 inputs in the
+// activation dtype; the tile one the engine picks from a tuned-config file
+// (FusedMoeTuning::tile_for), absent: the heuristic fused_moe_tile().
+struct FusedMoeArgs : SortedGemmArgs {
   using Contract = FusedMoe;  // validates, dispatches and launches these Args
 
   // [M, K]: W13 the hidden states (M = T), W2 the activations (M = T * top_k). bf16 | f16 | f32 |
@@ -32,18 +34,10 @@ struct FusedMoeArgs : SortedLayoutArgs {
   // [E, N, K] expert weights, the dtype of a; the last dim contiguous, both strides multiples of
   // 16 bytes, 16-byte aligned.
   Tensor b;
-  // [M * top_k, N] output, bf16 | f16 | f32 (f8e4m3 inputs: the activation dtype); the last dim
-  // contiguous, row stride a multiple of 16 bytes; any element-aligned address.
-  Tensor c;
-  std::optional<Tensor> bias;  // [E, N] bf16 | f16 | f32, last dim contiguous: added before the weight
   // fp8 only, both or neither: a_scale [M, K / 128], b_scale [E, ceil(N / 128), K / 128], contiguous,
   // f32 or ue8m0 (2^(byte - 127)), the same dtype.
   std::optional<Tensor> a_scale;
   std::optional<Tensor> b_scale;
-  std::optional<Tensor> topk_weights;  // [M * top_k] (any shape, read flat) f32: given = multiply (W2)
-  // A tile chosen by the engine from a tuned-config file (FusedMoeTuning::tile_for); absent: the
-  // heuristic fused_moe_tile().
-  std::optional<FusedMoeTile> tile;
 };
 
 // ---- the heuristic ------------------------------------------------------------------------------

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <sstream>
 
 #include "kernels/builtin.h"
 #include "kernels/common/checks.h"
@@ -16,12 +15,11 @@ namespace {
 
 constexpr std::string_view kName = "nvfp4_moe";
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kMaxDim = std::int64_t{1} << 20;  // N and K: constexprs, bounded
-constexpr std::int64_t kBlockK = 64;                     // elements per k-tile (128 bytes of bf16/f16)
-constexpr std::int64_t kStreamBlockK = 128;              // the streaming path's k-step (nvfp4_moe.cuh)
-constexpr std::int64_t kLutBytes = 256 * 256;            // its tables: 256 rows of 32 pair and 32 scale copies
-constexpr std::int64_t kPieceBytes = 16 + 4;             // its prefetch per thread, weight row and k-step
-constexpr std::int64_t kScaleGroup = 16;                 // elements per e4m3 scale
+constexpr std::int64_t kBlockK = 64;           // elements per k-tile (128 bytes of bf16/f16)
+constexpr std::int64_t kStreamBlockK = 128;    // the streaming path's k-step (nvfp4_moe.cuh)
+constexpr std::int64_t kLutBytes = 256 * 256;  // its tables: 256 rows of 32 pair and 32 scale copies
+constexpr std::int64_t kPieceBytes = 16 + 4;   // its prefetch per thread, weight row and k-step
+constexpr std::int64_t kScaleGroup = 16;       // elements per e4m3 scale
 // The warp-specialised tile (nvfp4_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups,
 // persistent grid; per stage 128 A rows and 256 decoded B rows of 128 bytes, plus two k-tiles of
 // raw weights (256 x 32 packed bytes + 256 x 4 scales each) and the byte table.
@@ -32,6 +30,7 @@ using expert_gemm::warp_specialised;
 constexpr std::int64_t kWsRawBytes = kWsBlockN * (kBlockK / 2 + kBlockK / kScaleGroup);
 constexpr std::initializer_list<DType> kActDTypes = {DType::bf16, DType::f16};
 using expert_gemm::ceil_div;
+using expert_gemm::kMaxDim;
 using expert_gemm::kMaxSharedBytes;
 
 }  // namespace
@@ -55,7 +54,7 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
   if (warp_specialised(t))  // alignment slack, stages, raw k-tiles, two tables, two barriers per stage
-    return 1024 + t.stages * (kWsBlockM + kWsBlockN) * 128 + 2 * kWsRawBytes + 2 * 256 * 4 + t.stages * 16;
+    return expert_gemm::ws_shared_bytes(t.stages, kWsBlockM + kWsBlockN) + 2 * kWsRawBytes + 2 * 256 * 4;
   if (t.block_k == kStreamBlockK) return kLutBytes + t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
          t.block_m * 4 + 256 * 4;
@@ -86,23 +85,15 @@ DType nvfp4_moe_act_dtype(DType model_act_dtype) { return model_act_dtype == DTy
 
 const KernelDef& Nvfp4Moe::kernel_def() {
   using param::in;
-  using param::in_or_null;
-  using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
-  static const KernelDef def = with_pdl_wait(
-      KernelDef{std::string(kName),
-                "nvfp4_moe/nvfp4_moe.cuh",
-                "nvfp4_moe_kernel",
-                {{"N"}, {"K"}, {"TOP_K"}, {"BLOCK_M"}, {"BLOCK_N"}, {"BLOCK_K"}, {"GROUP_M"}, {"WARPS"}, {"STAGES"}},
-                {in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec), out("c", kNoAlign),
-                 in("bias", kNoSpec), in_or_null("topk_weights", DType::f32, kNoSpec), in("sorted_token_ids", kNoSpec),
-                 in("expert_ids", kNoSpec), in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign),
-                 integer("num_valid", kNoAlign), integer("num_experts", kNoSpec), integer("stride_am", kNoSpec),
-                 integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec), integer("size_n", kNoSpec),
-                 integer("size_k", kNoSpec), integer("top_k", kNoSpec)},
-                &kernel_sources()});
+  static const KernelDef def = with_pdl_wait(KernelDef{
+      std::string(kName), "nvfp4_moe/nvfp4_moe.cuh", "nvfp4_moe_kernel", expert_gemm::tile_constexpr_params(),
+      expert_gemm::sorted_gemm_params({in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec),
+                                       out("c", kNoAlign), in("bias", kNoSpec)},
+                                      {param::integer("stride_am", kNoSpec)}),
+      &kernel_sources()});
   return def;
 }
 
@@ -148,16 +139,8 @@ std::vector<CompileKey> Nvfp4Moe::warmup_keys(const ModelConfig& config) const {
 
 void Nvfp4Moe::validate(const Args& a) const {
   // a
-  checks::dtype_in(kName, "a", a.a, kActDTypes);
-  checks::rank(kName, "a", a.a, 2);
-  checks::element_aligned(kName, "a", a.a);
+  expert_gemm::validate_activations(kName, a.a, kActDTypes, kBlockK, "K is a constexpr of the binary");
   const std::int64_t m = a.a.size(0), k = a.a.size(1);
-  checks::dim_in(kName, "a", a.a, 0, 0, kI32Max, "rows index the grid");
-  checks::dim_in(kName, "a", a.a, 1, kBlockK, kMaxDim, "K is a constexpr of the binary");
-  check_input(k % kBlockK == 0, kName, "a", "K = ", k, " (", a.a.meta(), ") is not a multiple of 64 (k-tiles)");
-  check_input(a.a.stride(1) == 1, kName, "a", "the last dim must be contiguous (", a.a.meta(), ")");
-  check_input(a.a.stride(0) <= kI32Max && (m <= 1 || (a.a.stride(0) >= k && a.a.stride(0) % 8 == 0)), kName, "a",
-              "row stride ", a.a.stride(0), " (", a.a.meta(), ") must be >= K, a multiple of 16 bytes and fit i32");
   expert_gemm::validate_top_k(kName, m, a.top_k);
   const std::int64_t num_valid = m * a.top_k;
 
@@ -189,20 +172,14 @@ void Nvfp4Moe::validate(const Args& a) const {
   check_input(k % tile.block_k == 0, kName, "tile", "K = ", k, " (", a.a.meta(), ") is not a multiple of block_k ",
               tile.block_k);
 
-  check_input(!warp_specialised(tile) || a.sorted_token_ids.has_value(), kName, "tile",
-              "warps 12 (the warp-specialised tile) needs moe_align's sorted layout, not the naive one");
-  expert_gemm::validate_layout(kName, a, num_valid, e, tile.block_m);
+  expert_gemm::validate_layout(kName, a, num_valid, e, tile);
 }
 
 CompileKey Nvfp4Moe::dispatch(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
   std::vector<CompileKey::Field> f{{"dtype", a.a.dtype()}, {"out_dtype", a.c.dtype()}};
-  f.emplace_back("n", a.b.size(1));
-  f.emplace_back("k", a.a.size(1));
-  f.emplace_back("top_k", a.top_k);
-  expert_gemm::add_epilogue_fields(f, a.bias, a.topk_weights);
-  expert_gemm::add_layout_fields(f, a, num_valid, tile);
+  expert_gemm::add_gemm_fields(f, a, a.b.size(1), a.a.size(1), num_valid, tile);
   return CompileKey(std::string(kName), std::move(f));
 }
 
@@ -223,11 +200,7 @@ Nvfp4MoeArgs Nvfp4Moe::warmup_inputs(const CompileKey& key) const {
   a.b = Tensor::meta(DType::u8, {kExperts, n, k / 2});
   a.b_scale = Tensor::meta(DType::f8e4m3, {kExperts, n, k / kScaleGroup});
   a.b_global_scale = Tensor::meta(DType::f32, {kExperts});
-  a.c = Tensor::meta(key.get_dtype("out_dtype"), {rows.num_valid, n});
-  if (key.get_bool("has_bias")) a.bias = Tensor::meta(key.get_dtype("bias_dtype"), {kExperts, n});
-  if (key.get_bool("mul_routed_weight")) a.topk_weights = Tensor::meta(DType::f32, {rows.num_valid});
-  expert_gemm::set_warmup_layout(a, key, rows, top_k, tile.block_m);
-  a.tile = tile;  // from the key, never recomputed from these shapes
+  expert_gemm::set_warmup_sorted_args(a, key, rows, n, top_k, kExperts, tile);
   return a;
 }
 
@@ -235,27 +208,11 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   const std::int64_t n = a.b.size(1), k = a.a.size(1);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
-  LaunchSpec s;
-  s.skip = num_valid == 0;
-  s.grid = {expert_gemm::grid_blocks(a, num_valid, n, tile), 1, 1};
-  // Persistent: at most one block per multiprocessor (the grid is no key field; a meta launch,
-  // which never runs, does not ask the device).
-  if (warp_specialised(tile)) s.grid[0] = expert_gemm::persistent_grid(s.grid[0], a.a.is_meta());
-  s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
-  s.shared_bytes = static_cast<unsigned>(nvfp4_moe_shared_bytes(tile));
+  LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, a.a.is_meta(), nvfp4_moe_shared_bytes(tile));
   // The warp-specialised tile reads N, K and TOP_K at run time (0 in the key: W13 and W2 share one
   // binary, an NVRTC compile fewer); the other tiles keep them as constexprs.
-  const bool sizes_constexpr = !warp_specialised(tile);
-  s.constant("N", sizes_constexpr ? n : 0)
-      .constant("K", sizes_constexpr ? k : 0)
-      .constant("TOP_K", sizes_constexpr ? a.top_k : 0)
-      .constant("BLOCK_M", tile.block_m)
-      .constant("BLOCK_N", tile.block_n)
-      .constant("BLOCK_K", tile.block_k)
-      .constant("GROUP_M", tile.group_m)
-      .constant("WARPS", tile.warps)
-      .constant("STAGES", tile.stages)
-      .ptr("a", a.a)
+  expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, !warp_specialised(tile));
+  s.ptr("a", a.a)
       .ptr("b", a.b)
       .ptr("b_scale", a.b_scale)
       .ptr("b_global_scale", a.b_global_scale)
@@ -263,22 +220,17 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
       .ptr("bias", a.bias)
       .ptr("topk_weights", a.topk_weights);
   expert_gemm::add_layout_launch_args(s, a, num_valid, a.b.size(0));
-  s.integer("stride_am", a.a.stride(0))
-      .integer("stride_cm", a.c.stride(0))
-      .integer("stride_bias", a.bias ? a.bias->stride(0) : 0)
-      .integer("size_n", n)
-      .integer("size_k", k)
-      .integer("top_k", a.top_k);
+  s.integer("stride_am", a.a.stride(0));
+  expert_gemm::add_output_launch_args(s, a, n, k);
   return s;
 }
 
 std::string Nvfp4Moe::describe(const Args& a) const {
-  auto opt = [](const std::optional<Tensor>& t) { return t ? t->meta().to_string() : std::string("none"); };
-  std::ostringstream tile;
-  if (a.tile) tile << " tile(" << *a.tile << ")";
+  using expert_gemm::describe_optional;
   return str_cat("a=", a.a.meta(), " b=", a.b.meta(), " b_scale=", a.b_scale.meta(),
-                 " b_global_scale=", a.b_global_scale.meta(), " c=", a.c.meta(), " bias=", opt(a.bias),
-                 " topk_weights=", opt(a.topk_weights), expert_gemm::describe_layout(a), tile.str());
+                 " b_global_scale=", a.b_global_scale.meta(), " c=", a.c.meta(), " bias=", describe_optional(a.bias),
+                 " topk_weights=", describe_optional(a.topk_weights), expert_gemm::describe_layout(a),
+                 expert_gemm::describe_tile(a.tile));
 }
 
 }  // namespace warmkey

@@ -18,12 +18,14 @@ namespace warmkey {
 
 class Nvfp4Moe;  // the contract (below): Nvfp4MoeArgs::Contract
 
-// The runtime inputs. The layout fields (SortedLayoutArgs: sorted_token_ids, expert_ids,
-// num_tokens_post_padded, top_k) and a, c, bias, topk_weights mean what they mean for fused_moe
-// (FusedMoeArgs); the weights are the three NVFP4 tensors. Decoded weight of expert e, output column n, reduction index
-// k:
+// The runtime inputs. The layout (sorted_token_ids, expert_ids, num_tokens_post_padded, top_k), c,
+// bias, topk_weights and tile are SortedGemmArgs' (kernels/common/expert_gemm.h); the tile's
+// BLOCK_K 64 is the staged path (one 128-byte row of bf16/f16: 32 packed bytes and 4 scales per
+// weight row a k-tile), BLOCK_K 128 the streaming path (decode: weights straight to registers,
+// K % 128 == 0); absent: the heuristic nvfp4_moe_tile(). The weights are the three NVFP4 tensors.
+// Decoded weight of expert e, output column n, reduction index k:
 //   W[e, n, k] = e2m1(nibble k of b[e, n]) * e4m3(b_scale[e, n, k / 16]) * b_global_scale[e]
-struct Nvfp4MoeArgs : SortedLayoutArgs {
+struct Nvfp4MoeArgs : SortedGemmArgs {
   using Contract = Nvfp4Moe;  // validates, dispatches and launches these Args
 
   // [M, K] activations: W13 the hidden states (M = T), W2 the activations (M = T * top_k).
@@ -39,15 +41,6 @@ struct Nvfp4MoeArgs : SortedLayoutArgs {
   Tensor b_scale;
   // [E] f32: the scale of each expert's whole tensor. Contiguous.
   Tensor b_global_scale;
-  // [M * top_k, N] output, bf16 | f16 | f32; the last dim contiguous, row stride a multiple of 16
-  // bytes; any element-aligned address.
-  Tensor c;
-  std::optional<Tensor> bias;          // [E, N] bf16 | f16 | f32, last dim contiguous: added before the weight
-  std::optional<Tensor> topk_weights;  // [M * top_k] (any shape, read flat) f32: given = multiply (W2)
-  // A tile chosen by the caller; absent: the heuristic nvfp4_moe_tile(). BLOCK_K 64: the staged
-  // path (one 128-byte row of bf16/f16: 32 packed bytes and 4 scales per weight row a k-tile);
-  // BLOCK_K 128: the streaming path (decode: weights straight to registers, K % 128 == 0).
-  std::optional<FusedMoeTile> tile;
 };
 
 // ---- the heuristic ------------------------------------------------------------------------------
