@@ -2,6 +2,7 @@
 #include <memory>
 #include <utility>
 
+#include "equivalence/mutants/expert_gemm.h"
 #include "equivalence/mutants/mutant.h"
 #include "equivalence/mutants/wrap.h"
 #include "kernels/batched_moe/batched_moe.h"
@@ -19,29 +20,11 @@ class KeyHoldsExactMaxTokens : public Base {
 };
 
 // #11: the heuristic's largest tile (max_tokens > 64, BLOCK_M 128) is never enumerated.
-class WarmupMissesLargeTile : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) {
-      if (k.get_int("block_m") != 128) keys.push_back(k);
-    }
-    return keys;
-  }
-};
+using WarmupMissesLargeTile = WarmupMissesBlockM<BatchedMoeArgs, 128>;
 
 // #3: the tile recomputed from the warmup tensor's shape: warmup builds max_tokens = 1 or 16
 // rows, so launch_spec picks the small tile whatever tile the key names.
-class WarmupTileFromShape : public Base {
- public:
-  using Base::Base;
-  Args warmup_inputs(const CompileKey& k) const override {
-    Args a = real().warmup_inputs(k);
-    a.tile.reset();
-    return a;
-  }
-};
+using WarmupTileFromShape = WarmupTileFromShapes<BatchedMoeArgs>;
 
 }  // namespace
 

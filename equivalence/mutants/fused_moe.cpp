@@ -17,50 +17,12 @@ std::int64_t em_of(const FusedMoeArgs& a) {
   return a.sorted_token_ids ? a.sorted_token_ids->size(0) : a.a.size(0) * a.top_k;
 }
 
-CompileKey drop_field(const CompileKey& k, std::string_view field) {
-  std::vector<CompileKey::Field> fields;
-  for (const auto& f : k.fields()) {
-    if (f.first != field) fields.push_back(f);
-  }
-  return CompileKey(k.kernel(), std::move(fields));
-}
-
 // #9: EM (the sorted length) stored exactly instead of as its value class: one key per batch size
 // (keys explode) and the warmed keys, holding classes, never match.
 class KeyHoldsExactEm : public Base {
  public:
   using Base::Base;
   CompileKey dispatch(const Args& a) const override { return real().dispatch(a).with("em", em_of(a)); }
-};
-
-// #9: num_valid (M * top_k) stored exactly instead of as its value class.
-class KeyHoldsExactNumValid : public Base {
- public:
-  using Base::Base;
-  CompileKey dispatch(const Args& a) const override {
-    return real().dispatch(a).with("num_valid", a.a.size(0) * a.top_k);
-  }
-};
-
-// #8 / #5: the output dtype missing from the key; warmup then builds bf16 outputs for every key,
-// so an f16 (or f32) model's binaries are never compiled.
-class KeyWithoutOutDtype : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) keys.push_back(drop_field(k, "out_dtype"));
-    return dedup(std::move(keys));
-  }
-  CompileKey dispatch(const Args& a) const override { return drop_field(real().dispatch(a), "out_dtype"); }
-  Args warmup_inputs(const CompileKey& k) const override {
-    std::vector<CompileKey::Field> fields;
-    for (const auto& f : k.fields()) {
-      fields.push_back(f);
-      if (f.first == "dtype") fields.emplace_back("out_dtype", DType::bf16);
-    }
-    return real().warmup_inputs(CompileKey(k.kernel(), std::move(fields)));
-  }
 };
 
 // #7: the launch spec passes the scales without their own names: b_scale's tensor in a_scale's
@@ -70,14 +32,7 @@ class LaunchSpecSwapsScales : public Base {
  public:
   using Base::Base;
   LaunchSpec launch_spec(const Args& a) const override {
-    LaunchSpec s = real().launch_spec(a);
-    int ia = -1, ib = -1;
-    for (int i = 0; i < s.num_args; ++i) {
-      if (s.args[static_cast<std::size_t>(i)].name == "a_scale") ia = i;
-      if (s.args[static_cast<std::size_t>(i)].name == "b_scale") ib = i;
-    }
-    if (ia >= 0 && ib >= 0) std::swap(s.args[static_cast<std::size_t>(ia)], s.args[static_cast<std::size_t>(ib)]);
-    return s;
+    return swap_args(real().launch_spec(a), "a_scale", "b_scale");
   }
 };
 
@@ -102,17 +57,7 @@ class WarmupEntriesFloorDivision : public Base {
 
 // #11: the heuristic's BLOCK_M 64 bucket (8 E < num_valid <= 64 E... the third token range) is
 // never enumerated by warmup_keys.
-class WarmupMissesTokenBucket : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) {
-      if (k.get_int("block_m") != 64) keys.push_back(k);
-    }
-    return keys;
-  }
-};
+using WarmupMissesTokenBucket = WarmupMissesBlockM<FusedMoeArgs, 64>;
 
 // #11: warmup enumerates the heuristic's tiles but not the tuned file's (the file overrides the
 // heuristic at run time).
@@ -146,7 +91,7 @@ std::vector<Mutant> fused_moe_mutants() {
        {"P4", "P1", "P2"},
        "",
        false,
-       make_mutant<KeyHoldsExactNumValid>()},
+       make_mutant<KeyHoldsExactNumValid<FusedMoeArgs>>()},
       {"fused_moe.key_without_out_dtype",
        k,
        8,
@@ -154,7 +99,7 @@ std::vector<Mutant> fused_moe_mutants() {
        {"P2", "P3"},
        "dsv4-flash-f16",
        false,
-       make_mutant<KeyWithoutOutDtype>()},
+       make_mutant<KeyWithoutOutDtype<FusedMoeArgs>>()},
       {"fused_moe.launch_spec_swaps_scales",
        k,
        7,

@@ -14,14 +14,6 @@ namespace {
 
 using Base = Wrap<Nvfp4MoeArgs>;
 
-CompileKey drop_field(const CompileKey& k, std::string_view field) {
-  std::vector<CompileKey::Field> fields;
-  for (const auto& f : k.fields()) {
-    if (f.first != field) fields.push_back(f);
-  }
-  return CompileKey(k.kernel(), std::move(fields));
-}
-
 // Args with m activation rows (the per-entry tensors follow; the layout's length stays).
 Nvfp4MoeArgs with_rows(Nvfp4MoeArgs a, std::int64_t m) {
   const std::int64_t nv = m * a.top_k;
@@ -43,30 +35,8 @@ class WarmupRowsFloorDivision : public Base {
   }
 };
 
-// #3: warmup_inputs does not pin the key's tile, so launch_spec recomputes it with the heuristic
-// from the warmup tensors' shapes (one expert, a handful of rows) instead of taking it from the key.
-class WarmupTileFromShapes : public Base {
- public:
-  using Base::Base;
-  Args warmup_inputs(const CompileKey& k) const override {
-    Args a = real().warmup_inputs(k);
-    a.tile.reset();
-    return a;
-  }
-};
-
 // #11: the heuristic's prefill tile (BLOCK_M 128, num_valid > 64 E) is never enumerated.
-class WarmupMissesTokenBucket : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) {
-      if (k.get_int("block_m") != 128) keys.push_back(k);
-    }
-    return keys;
-  }
-};
+using WarmupMissesTokenBucket = WarmupMissesBlockM<Nvfp4MoeArgs, 128>;
 
 // #11: warmup's heuristic is not told K, so it enumerates the staged decode tile (BLOCK_K 64, 4
 // warps, 6 stages) where dispatch streams (BLOCK_K 128, K % 128 == 0): every decode key of the
@@ -87,50 +57,13 @@ class WarmupDecodeTileIgnoresK : public Base {
   }
 };
 
-// #8 / #5: the output dtype missing from the key; warmup then builds bf16 outputs for every key,
-// so an f16 (or f32) model's binaries are never compiled.
-class KeyWithoutOutDtype : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) keys.push_back(drop_field(k, "out_dtype"));
-    return dedup(std::move(keys));
-  }
-  CompileKey dispatch(const Args& a) const override { return drop_field(real().dispatch(a), "out_dtype"); }
-  Args warmup_inputs(const CompileKey& k) const override {
-    std::vector<CompileKey::Field> fields;
-    for (const auto& f : k.fields()) {
-      fields.push_back(f);
-      if (f.first == "dtype") fields.emplace_back("out_dtype", DType::bf16);
-    }
-    return real().warmup_inputs(CompileKey(k.kernel(), std::move(fields)));
-  }
-};
-
 // #7: launch_spec passes the per-expert global scales in b_scale's position and the block scales
 // in b_global_scale's (both are "the scales"). With named arguments the binder refuses the swap.
 class LaunchSpecSwapsScales : public Base {
  public:
   using Base::Base;
   LaunchSpec launch_spec(const Args& a) const override {
-    LaunchSpec s = real().launch_spec(a);
-    int ib = -1, ig = -1;
-    for (int i = 0; i < s.num_args; ++i) {
-      if (s.args[static_cast<std::size_t>(i)].name == "b_scale") ib = i;
-      if (s.args[static_cast<std::size_t>(i)].name == "b_global_scale") ig = i;
-    }
-    if (ib >= 0 && ig >= 0) std::swap(s.args[static_cast<std::size_t>(ib)], s.args[static_cast<std::size_t>(ig)]);
-    return s;
-  }
-};
-
-// #9: num_valid (M * top_k, a raw token count) stored exactly instead of as its value class.
-class KeyHoldsExactNumValid : public Base {
- public:
-  using Base::Base;
-  CompileKey dispatch(const Args& a) const override {
-    return real().dispatch(a).with("num_valid", a.a.size(0) * a.top_k);
+    return swap_args(real().launch_spec(a), "b_scale", "b_global_scale");
   }
 };
 
@@ -169,7 +102,7 @@ std::vector<Mutant> nvfp4_moe_mutants() {
        {"P1", "P2"},
        config,
        false,
-       make_mutant<WarmupTileFromShapes>()},
+       make_mutant<WarmupTileFromShapes<Nvfp4MoeArgs>>()},
       {"nvfp4_moe.warmup_misses_token_bucket",
        k,
        11,
@@ -209,7 +142,7 @@ std::vector<Mutant> nvfp4_moe_mutants() {
        {"P2", "P3"},
        "dsv4-flash-f16",
        false,
-       make_mutant<KeyWithoutOutDtype>()},
+       make_mutant<KeyWithoutOutDtype<Nvfp4MoeArgs>>()},
       {"nvfp4_moe.launch_spec_swaps_scales",
        k,
        7,
@@ -225,7 +158,7 @@ std::vector<Mutant> nvfp4_moe_mutants() {
        {"P4", "P1", "P2"},
        config,
        false,
-       make_mutant<KeyHoldsExactNumValid>()},
+       make_mutant<KeyHoldsExactNumValid<Nvfp4MoeArgs>>()},
       {"nvfp4_moe.signature_specialises_activation_alignment",
        k,
        10,
