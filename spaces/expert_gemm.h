@@ -1,8 +1,8 @@
 // The layout part of the sorted-layout expert GEMMs' input spaces (fused_moe, nvfp4_moe): the token
 // marks of both layouts, how the engine lays a batch's entries out (moe_align's sorted layout over
 // the local experts or, under EP, the physical ones, with spare capacity; the naive layout of tiny
-// batches in every index dtype), the drawn views of the per-token buffers, and the replayed
-// layouts. Each space keeps its own GEMMs and operands.
+// batches in every index dtype), the per-token operands, the drawn views of the per-token buffers,
+// a drawn batch and the replayed GEMMs. Each space keeps its own GEMMs and weights.
 #pragma once
 
 #include <algorithm>
@@ -55,6 +55,21 @@ inline void set_layout(SortedLayoutArgs& a, const ModelConfig& c, std::int64_t t
   }
 }
 
+// The per-token operands of GEMM g (W13: a [t, K]; W2: a [t * top_k, K]) for a batch of t tokens,
+// views of the engine's buffers from token `offset`: a, c [t * top_k, N], the routed weights (W2)
+// and, when `bias`, bias [E, N] of the output dtype; and g's top_k.
+template <class Args, class Gemm>
+void set_serving_operands(Args& a, const ModelConfig& c, const Gemm& g, std::int64_t t, std::int64_t offset,
+                          bool bias) {
+  const std::int64_t kr = c.num_experts_per_tok, nv = t * kr;
+  const std::int64_t m = g.top_k == 1 ? nv : t, rows_per_token = g.top_k == 1 ? kr : 1;
+  a.a = batch_view(g.dtype, {m, g.k}, offset * rows_per_token);
+  a.c = batch_view(g.out_dtype, {nv, g.n}, offset * kr);
+  if (bias) a.bias = Tensor::meta(g.out_dtype, {c.num_local_experts(), g.n});
+  if (g.mul_routed_weight) a.topk_weights = batch_view(DType::f32, {t, kr}, offset);
+  a.top_k = g.top_k;
+}
+
 // The layout of a drawn batch of t tokens.
 inline Layout draw_layout(Draw& d, const ModelConfig& c, std::int64_t t) {
   Layout l;
@@ -95,6 +110,37 @@ inline std::vector<std::pair<std::string, Layout>> replay_layouts(const ModelCon
     layouts.push_back({"sorted", {false, DType::i32, c.num_local_experts(), 0}});
   }
   return layouts;
+}
+
+// A drawn batch of Space's kernel: one of `gemms` (non-empty), T in [0, max batched tokens] with
+// marks `marks_of(g)`, a drawn layout, the serving Args (bias when the model has expert biases)
+// and drawn views.
+template <class Space, class Gemm, class MarksOf>
+typename Space::Args draw_batch(Draw& d, const ModelConfig& c, const std::vector<Gemm>& gemms, MarksOf marks_of) {
+  const Gemm& g = gemms[d.pick("gemm", gemms.size())];
+  const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, marks_of(g));
+  const Layout l = draw_layout(d, c, t);
+  typename Space::Args a = Space::serving_args(c, g, t, 0, l, c.moe_expert_bias);
+  draw_views(d, a, c, t, l);
+  return a;
+}
+
+// What serving passes for a batch: Space's serving Args of each of `gemms` in each of the batch's
+// replay_layouts, named "<gemm_name(g)>, <layout>".
+template <class Space, class Gemm, class NameOf>
+std::vector<Variant<typename Space::Args>> replay_gemms(const ReplayContext& ctx, const std::vector<Gemm>& gemms,
+                                                        NameOf gemm_name) {
+  const ModelConfig& c = ctx.config;
+  const ServingBatch& b = ctx.batch;
+  const std::int64_t t = b.rows(), off = b.token_offset;
+  const std::vector<std::pair<std::string, Layout>> layouts = replay_layouts(c, b);
+  std::vector<Variant<typename Space::Args>> out;
+  for (const Gemm& g : gemms) {
+    const std::string gemm = gemm_name(g);
+    for (const auto& [name, l] : layouts)
+      out.push_back({str_cat(gemm, ", ", name), Space::serving_args(c, g, t, off, l, c.moe_expert_bias)});
+  }
+  return out;
 }
 
 }  // namespace warmkey::spaces::expert_gemm

@@ -43,10 +43,7 @@ struct FusedMoeSpace {
   // M through the token buckets of every GEMM: the local and the naive experts' boundaries and
   // the tuned file's.
   static void projection_tokens(const ModelConfig& c, std::string& out) {
-    const std::int64_t k = c.num_experts_per_tok;
-    std::vector<std::int64_t> cuts = fused_moe_token_boundaries(k, c.num_local_experts());
-    const std::vector<std::int64_t> naive = fused_moe_token_boundaries(k, c.num_physical_experts());
-    cuts.insert(cuts.end(), naive.begin(), naive.end());
+    std::vector<std::int64_t> cuts = warmkey::expert_gemm::layout_cuts(c, &fused_moe_token_boundaries);
     if (!c.fused_moe_tuned_config.empty()) {
       const auto tuning = FusedMoeTuning::load_shared(c.fused_moe_tuned_config);
       for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c)) {
@@ -122,19 +119,14 @@ struct FusedMoeSpace {
   // views of per-token buffers starting at token `offset`.
   static Args serving_args(const ModelConfig& c, const FusedMoe::Gemm& g, std::int64_t t, std::int64_t offset,
                            const Layout& l, bool bias) {
-    const std::int64_t kr = c.num_experts_per_tok, e = c.num_local_experts(), nv = t * kr;
-    const std::int64_t m = g.top_k == 1 ? nv : t, rows_per_token = g.top_k == 1 ? kr : 1;
+    const std::int64_t e = c.num_local_experts();
     Args a;
-    a.a = batch_view(g.dtype, {m, g.k}, offset * rows_per_token);
+    expert_gemm::set_serving_operands(a, c, g, t, offset, bias);
     a.b = Tensor::meta(g.dtype, {e, g.n, g.k});
-    a.c = batch_view(g.out_dtype, {nv, g.n}, offset * kr);
     if (g.scale_dtype) {
-      a.a_scale = Tensor::meta(*g.scale_dtype, {m, g.k / 128});
+      a.a_scale = Tensor::meta(*g.scale_dtype, {a.a.size(0), g.k / 128});
       a.b_scale = Tensor::meta(*g.scale_dtype, {e, (g.n + 127) / 128, g.k / 128});
     }
-    if (bias) a.bias = Tensor::meta(g.out_dtype, {e, g.n});
-    if (g.mul_routed_weight) a.topk_weights = batch_view(DType::f32, {t, kr}, offset);
-    a.top_k = g.top_k;
     if (!c.fused_moe_tuned_config.empty())
       a.tile = tuning(c.fused_moe_tuned_config).tile_for(std::max<std::int64_t>(t, 1), g.n, g.k, g.dtype);
     const FusedMoeTile tile = FusedMoe::tile_of(a);
@@ -145,13 +137,8 @@ struct FusedMoeSpace {
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::vector<FusedMoe::Gemm> gemms = FusedMoe::config_gemms(c);
     if (gemms.empty()) throw InputError(str_cat("fused_moe: config '", c.name, "' runs no grouped GEMM"));
-    const FusedMoe::Gemm& g = gemms[d.pick("gemm", gemms.size())];
-    const std::vector<std::int64_t> marks = token_marks(c, g);
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, marks);
-    const Layout l = expert_gemm::draw_layout(d, c, t);
-    Args a = serving_args(c, g, t, 0, l, c.moe_expert_bias);
-    expert_gemm::draw_views(d, a, c, t, l);
-    return a;
+    return expert_gemm::draw_batch<FusedMoeSpace>(d, c, gemms,
+                                                  [&](const FusedMoe::Gemm& g) { return token_marks(c, g); });
   }
 
   // The two grouped GEMMs of a batch's MoE layer (W13 over the hidden states, W2 over the
@@ -159,18 +146,11 @@ struct FusedMoeSpace {
   // index dtype routing produces), else moe_align's layout (under EP: global ids through the
   // rank's map and local ids).
   static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
-    const ModelConfig& c = ctx.config;
-    const ServingBatch& b = ctx.batch;
-    const std::int64_t t = b.rows(), off = b.token_offset;
-    const std::vector<std::pair<std::string, Layout>> layouts = expert_gemm::replay_layouts(c, b);
-    std::vector<Variant<Args>> out;
-    for (const FusedMoe::Gemm& g : FusedMoe::config_gemms(c)) {
-      const std::string gemm = str_cat(g.top_k == 1 && g.mul_routed_weight ? "W2 " : "W13 ", dtype_name(g.dtype),
-                                       g.scale_dtype ? str_cat(" scales ", dtype_name(*g.scale_dtype)) : std::string());
-      for (const auto& [name, l] : layouts)
-        out.push_back({str_cat(gemm, ", ", name), serving_args(c, g, t, off, l, c.moe_expert_bias)});
-    }
-    return out;
+    return expert_gemm::replay_gemms<FusedMoeSpace>(
+        ctx, FusedMoe::config_gemms(ctx.config), [](const FusedMoe::Gemm& g) {
+          return str_cat(g.top_k == 1 && g.mul_routed_weight ? "W2 " : "W13 ", dtype_name(g.dtype),
+                         g.scale_dtype ? str_cat(" scales ", dtype_name(*g.scale_dtype)) : std::string());
+        });
   }
 };
 

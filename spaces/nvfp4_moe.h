@@ -31,10 +31,7 @@ struct Nvfp4MoeSpace {
   }
   // M through the token buckets of every GEMM (the local and the naive experts' boundaries).
   static void projection_tokens(const ModelConfig& c, std::string& out) {
-    const std::int64_t k = c.num_experts_per_tok;
-    std::vector<std::int64_t> cuts = nvfp4_moe_token_boundaries(k, c.num_local_experts());
-    const std::vector<std::int64_t> naive = nvfp4_moe_token_boundaries(k, c.num_physical_experts());
-    cuts.insert(cuts.end(), naive.begin(), naive.end());
+    const std::vector<std::int64_t> cuts = warmkey::expert_gemm::layout_cuts(c, &nvfp4_moe_token_boundaries);
     key_bytes::bucket_signature(cuts, c.max_num_batched_tokens, out);
   }
 
@@ -49,17 +46,12 @@ struct Nvfp4MoeSpace {
   // views of per-token buffers starting at token `offset`.
   static Args serving_args(const ModelConfig& c, const Nvfp4Moe::Gemm& g, std::int64_t t, std::int64_t offset,
                            const Layout& l, bool bias) {
-    const std::int64_t kr = c.num_experts_per_tok, e = c.num_local_experts(), nv = t * kr;
-    const std::int64_t m = g.top_k == 1 ? nv : t, rows_per_token = g.top_k == 1 ? kr : 1;
+    const std::int64_t e = c.num_local_experts();
     Args a;
-    a.a = batch_view(g.dtype, {m, g.k}, offset * rows_per_token);
+    expert_gemm::set_serving_operands(a, c, g, t, offset, bias);
     a.b = Tensor::meta(DType::u8, {e, g.n, g.k / 2});
     a.b_scale = Tensor::meta(DType::f8e4m3, {e, g.n, g.k / 16});
     a.b_global_scale = Tensor::meta(DType::f32, {e});
-    a.c = batch_view(g.out_dtype, {nv, g.n}, offset * kr);
-    if (bias) a.bias = Tensor::meta(g.out_dtype, {e, g.n});
-    if (g.mul_routed_weight) a.topk_weights = batch_view(DType::f32, {t, kr}, offset);
-    a.top_k = g.top_k;
     const FusedMoeTile tile = Nvfp4Moe::tile_of(a);
     expert_gemm::set_layout(a, c, t, offset, l, tile.block_m);
     return a;
@@ -69,29 +61,17 @@ struct Nvfp4MoeSpace {
 
   static Args draw(Draw& d, const ModelConfig& c) {
     const std::vector<Nvfp4Moe::Gemm> gemms = Nvfp4Moe::config_gemms(c);
-    const Nvfp4Moe::Gemm& g = gemms[d.pick("gemm", gemms.size())];
-    const std::int64_t t = d.integer("num_tokens", 0, c.max_num_batched_tokens, token_marks(c));
-    const Layout l = expert_gemm::draw_layout(d, c, t);
-    Args a = serving_args(c, g, t, 0, l, c.moe_expert_bias);
-    expert_gemm::draw_views(d, a, c, t, l);
-    return a;
+    return expert_gemm::draw_batch<Nvfp4MoeSpace>(d, c, gemms, [&](const Nvfp4Moe::Gemm&) { return token_marks(c); });
   }
 
   // The two grouped GEMMs of a batch's MoE layer on the nvfp4 backend (W13 over the hidden states,
   // W2 over the activations); the naive layout for tiny batches (each index dtype routing
   // produces), else moe_align's layout (under EP: global ids through the rank's map and local ids).
   static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
-    const ModelConfig& c = ctx.config;
-    const ServingBatch& b = ctx.batch;
-    const std::int64_t t = b.rows(), off = b.token_offset;
-    const std::vector<std::pair<std::string, Layout>> layouts = expert_gemm::replay_layouts(c, b);
-    std::vector<Variant<Args>> out;
-    for (const Nvfp4Moe::Gemm& g : Nvfp4Moe::config_gemms(c)) {
-      const std::string gemm = str_cat(g.mul_routed_weight ? "W2 " : "W13 ", dtype_name(g.dtype), " nvfp4");
-      for (const auto& [name, l] : layouts)
-        out.push_back({str_cat(gemm, ", ", name), serving_args(c, g, t, off, l, c.moe_expert_bias)});
-    }
-    return out;
+    return expert_gemm::replay_gemms<Nvfp4MoeSpace>(
+        ctx, Nvfp4Moe::config_gemms(ctx.config), [](const Nvfp4Moe::Gemm& g) {
+          return str_cat(g.mul_routed_weight ? "W2 " : "W13 ", dtype_name(g.dtype), " nvfp4");
+        });
   }
 };
 
