@@ -15,6 +15,7 @@
 #include "reference/fused_moe.h"
 #include "tests/support/device.h"
 #include "tests/support/expect_rejected.h"
+#include "tests/support/expert_gemm.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 
@@ -283,41 +284,28 @@ TEST(FusedMoeTuning, theShippedFileLoadsAndWarmupEnumeratesItsTiles) {
 
 FusedMoeArgs valid_args(DType dtype = DType::bf16) {
   FusedMoeArgs a;
-  const std::int64_t m = 5, top_k = 2, e = 4, n = 64, k = 256, bm = 16;
-  const std::int64_t nv = m * top_k, em = nv + e * (bm - 1);
+  const std::int64_t m = 5, top_k = 2, e = 4, n = 64, k = 256;
   a.a = Tensor::meta(dtype, {m, k});
   a.b = Tensor::meta(dtype, {e, n, k});
-  a.c = Tensor::meta(DType::bf16, {nv, n});
+  a.c = Tensor::meta(DType::bf16, {m * top_k, n});
   if (dtype == DType::f8e4m3) {
     a.a_scale = Tensor::meta(DType::f32, {m, k / 128});
     a.b_scale = Tensor::meta(DType::f32, {e, 1, k / 128});
   }
-  a.sorted_token_ids = Tensor::meta(DType::i32, {em});
-  a.expert_ids = Tensor::meta(DType::i32, {(em + bm - 1) / bm});
-  a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
-  a.top_k = top_k;
+  test::set_valid_layout(a);
   return a;
 }
 
 TEST(FusedMoeValidation, acceptsValidInputs) {
   EXPECT_NO_THROW(kKernel.validate(valid_args()));
   EXPECT_NO_THROW(kKernel.validate(valid_args(DType::f8e4m3)));
-  FusedMoeArgs naive = valid_args();
-  naive.sorted_token_ids.reset();
-  naive.num_tokens_post_padded.reset();
-  naive.expert_ids = Tensor::meta(DType::i64, {10});
-  EXPECT_NO_THROW(kKernel.validate(naive));
-  FusedMoeArgs empty = valid_args();
-  empty.a = Tensor::meta(DType::bf16, {0, 256});
-  empty.c = Tensor::meta(DType::bf16, {0, 64});
-  EXPECT_NO_THROW(kKernel.validate(empty));
-  EXPECT_FALSE(kKernel.launches(empty));
+  test::expect_naive_and_empty_accepted(kKernel, valid_args());
 }
 
 TEST(FusedMoeValidation, errorsNameKernelFieldAndValue) {
   const std::int64_t strided_sizes[] = {5, 256};
   const std::int64_t bad_stride[] = {260, 1};
-  const std::vector<std::tuple<const char*, std::function<void(FusedMoeArgs&)>, const char*, const char*>> cases = {
+  std::vector<test::Spoil<FusedMoeArgs>> cases = {
       {"a dtype",
        [](auto& a) {
          a.a = Tensor::meta(DType::i32, {5, 256});
@@ -345,48 +333,15 @@ TEST(FusedMoeValidation, errorsNameKernelFieldAndValue) {
          a.b = Tensor::meta(DType::bf16, {4, 60, 256});
        },
        "b", "N = 60"},
-      {"c rows",
-       [](auto& a) {
-         a.c = Tensor::meta(DType::bf16, {9, 64});
-       },
-       "c", "size 9"},
-      {"c dtype",
-       [](auto& a) {
-         a.c = Tensor::meta(DType::f8e4m3, {10, 64});
-       },
-       "c", "f8e4m3"},
       {"scales without fp8",
        [](auto& a) {
          a.a_scale = Tensor::meta(DType::f32, {5, 2});
        },
        "a_scale", "given"},
-      {"top_k", [](auto& a) { a.top_k = 0; }, "top_k", "0"},
-      {"weights count", [](auto& a) { a.topk_weights = Tensor::meta(DType::f32, {9}); }, "topk_weights", "holds 9"},
-      {"bias shape",
-       [](auto& a) {
-         a.bias = Tensor::meta(DType::bf16, {4, 32});
-       },
-       "bias", "size 32"},
-      {"sorted too short", [](auto& a) { a.sorted_token_ids = Tensor::meta(DType::i32, {20}); }, "sorted_token_ids",
-       "length 20"},
-      {"expert_ids too short", [](auto& a) { a.expert_ids = Tensor::meta(DType::i32, {2}); }, "expert_ids", "holds 2"},
-      {"padded count missing", [](auto& a) { a.num_tokens_post_padded.reset(); }, "num_tokens_post_padded",
-       "come together"},
-      {"naive ids count",
-       [](auto& a) {
-         a.sorted_token_ids.reset();
-         a.num_tokens_post_padded.reset();
-         a.expert_ids = Tensor::meta(DType::i32, {9});
-       },
-       "expert_ids", "holds 9"},
       {"bad tile", [](auto& a) { a.tile = FusedMoeTile{16, 64, 128, 1, 4, 4}; }, "tile", "block_k 128"},
   };
-  for (const auto& [name, spoil, field, value] : cases) {
-    SCOPED_TRACE(name);
-    FusedMoeArgs a = valid_args();
-    spoil(a);
-    test::expect_rejected(kKernel, a, field, value);
-  }
+  for (auto& spoil : test::sorted_gemm_spoils<FusedMoeArgs>()) cases.push_back(std::move(spoil));
+  test::expect_each_rejected(kKernel, valid_args(), cases);
   FusedMoeArgs fp8 = valid_args(DType::f8e4m3);
   fp8.b_scale = Tensor::meta(DType::ue8m0, {4, 1, 2});
   test::expect_rejected(kKernel, fp8, "b_scale", "ue8m0");

@@ -17,6 +17,7 @@
 #include "spaces/nvfp4_moe.h"
 #include "tests/support/device.h"
 #include "tests/support/expect_rejected.h"
+#include "tests/support/expert_gemm.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
@@ -336,17 +337,13 @@ TEST(Nvfp4MoeDispatch, picksTheTileAndLayoutOnEachSideOfEveryBoundary) {
 
 Nvfp4MoeArgs valid_args() {
   Nvfp4MoeArgs a;
-  const std::int64_t m = 5, top_k = 2, e = 4, n = 64, k = 256, bm = 16;
-  const std::int64_t nv = m * top_k, em = nv + e * (bm - 1);
+  const std::int64_t m = 5, top_k = 2, e = 4, n = 64, k = 256;
   a.a = Tensor::meta(DType::bf16, {m, k});
   a.b = Tensor::meta(DType::u8, {e, n, k / 2});
   a.b_scale = Tensor::meta(DType::f8e4m3, {e, n, k / 16});
   a.b_global_scale = Tensor::meta(DType::f32, {e});
-  a.c = Tensor::meta(DType::bf16, {nv, n});
-  a.sorted_token_ids = Tensor::meta(DType::i32, {em});
-  a.expert_ids = Tensor::meta(DType::i32, {(em + bm - 1) / bm});
-  a.num_tokens_post_padded = Tensor::meta(DType::i32, {1});
-  a.top_k = top_k;
+  a.c = Tensor::meta(DType::bf16, {m * top_k, n});
+  test::set_valid_layout(a);
   return a;
 }
 
@@ -356,20 +353,11 @@ TEST(Nvfp4MoeValidation, acceptsValidInputs) {
   f16.a = Tensor::meta(DType::f16, {5, 256}, 2);  // a misaligned view
   f16.c = Tensor::meta(DType::f32, {10, 64});
   EXPECT_NO_THROW(kKernel.validate(f16));
-  Nvfp4MoeArgs naive = valid_args();
-  naive.sorted_token_ids.reset();
-  naive.num_tokens_post_padded.reset();
-  naive.expert_ids = Tensor::meta(DType::i64, {10});
-  EXPECT_NO_THROW(kKernel.validate(naive));
-  Nvfp4MoeArgs empty = valid_args();
-  empty.a = Tensor::meta(DType::bf16, {0, 256});
-  empty.c = Tensor::meta(DType::bf16, {0, 64});
-  EXPECT_NO_THROW(kKernel.validate(empty));
-  EXPECT_FALSE(kKernel.launches(empty));
+  test::expect_naive_and_empty_accepted(kKernel, valid_args());
 }
 
 TEST(Nvfp4MoeValidation, errorsNameKernelFieldAndValue) {
-  const std::vector<std::tuple<const char*, std::function<void(Nvfp4MoeArgs&)>, const char*, const char*>> cases = {
+  std::vector<test::Spoil<Nvfp4MoeArgs>> cases = {
       {"a f32",
        [](auto& a) {
          a.a = Tensor::meta(DType::f32, {5, 256});
@@ -424,35 +412,6 @@ TEST(Nvfp4MoeValidation, errorsNameKernelFieldAndValue) {
        "size 5"},
       {"global scale dtype", [](auto& a) { a.b_global_scale = Tensor::meta(DType::bf16, {4}); }, "b_global_scale",
        "bf16"},
-      {"c rows",
-       [](auto& a) {
-         a.c = Tensor::meta(DType::bf16, {9, 64});
-       },
-       "c", "size 9"},
-      {"c dtype",
-       [](auto& a) {
-         a.c = Tensor::meta(DType::f8e4m3, {10, 64});
-       },
-       "c", "f8e4m3"},
-      {"top_k", [](auto& a) { a.top_k = 0; }, "top_k", "0"},
-      {"weights count", [](auto& a) { a.topk_weights = Tensor::meta(DType::f32, {9}); }, "topk_weights", "holds 9"},
-      {"bias shape",
-       [](auto& a) {
-         a.bias = Tensor::meta(DType::bf16, {4, 32});
-       },
-       "bias", "size 32"},
-      {"sorted too short", [](auto& a) { a.sorted_token_ids = Tensor::meta(DType::i32, {20}); }, "sorted_token_ids",
-       "length 20"},
-      {"expert_ids too short", [](auto& a) { a.expert_ids = Tensor::meta(DType::i32, {2}); }, "expert_ids", "holds 2"},
-      {"padded count missing", [](auto& a) { a.num_tokens_post_padded.reset(); }, "num_tokens_post_padded",
-       "come together"},
-      {"naive ids count",
-       [](auto& a) {
-         a.sorted_token_ids.reset();
-         a.num_tokens_post_padded.reset();
-         a.expert_ids = Tensor::meta(DType::i32, {9});
-       },
-       "expert_ids", "holds 9"},
       {"tile block_k", [](auto& a) { a.tile = FusedMoeTile{16, 64, 128, 1, 4, 4}; }, "tile", "block_k 128"},
       {"tile group_m", [](auto& a) { a.tile = FusedMoeTile{16, 64, 64, 0, 4, 4}; }, "tile", "group_m 0"},
       {"warp-specialised tile, naive layout",
@@ -464,12 +423,8 @@ TEST(Nvfp4MoeValidation, errorsNameKernelFieldAndValue) {
        },
        "tile", "needs moe_align's sorted layout"},
   };
-  for (const auto& [name, spoil, field, value] : cases) {
-    SCOPED_TRACE(name);
-    Nvfp4MoeArgs a = valid_args();
-    spoil(a);
-    test::expect_rejected(kKernel, a, field, value);
-  }
+  for (auto& spoil : test::sorted_gemm_spoils<Nvfp4MoeArgs>()) cases.push_back(std::move(spoil));
+  test::expect_each_rejected(kKernel, valid_args(), cases);
 }
 
 // ---- the key ------------------------------------------------------------------------------------
