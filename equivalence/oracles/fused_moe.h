@@ -43,6 +43,10 @@ class FusedMoeOracle : public Oracle {
   // The knobs of a case with a's shapes, dtypes, layout, tile and alignment (meta tensors from the
   // space), shrunk as above when too big.
   static FusedMoeCase case_of(const Args& a, const ModelConfig& config, std::uint64_t seed);
+  // make_fused_moe_case, as every oracle's make_case of its knobs.
+  static NumericCase make_case(const FusedMoeCase& p, bool reference = true) {
+    return make_fused_moe_case(p, reference);
+  }
   static NumericCase make_case(const Args& a, const ModelConfig& config, std::uint64_t seed, bool reference = true);
   void compute_reference(NumericCase& c) const override;
   // Real Args over dev's copies of c's inputs, c poisoned.

@@ -26,10 +26,7 @@ struct Operands {
 
 std::vector<equivalence::BatchedMoeCase> all_cases() {
   std::vector<equivalence::BatchedMoeCase> cases;
-  auto add = [&](equivalence::BatchedMoeCase p) {
-    p.seed = spaces::derive_seed(test_seed(), cases.size());
-    cases.push_back(p);
-  };
+  auto add = [&](const equivalence::BatchedMoeCase& p) { add_seeded(cases, p); };
   const Operands operands[] = {{DType::bf16, DType::bf16, std::nullopt},   {DType::f16, DType::f16, std::nullopt},
                                {DType::f32, DType::f32, std::nullopt},     {DType::bf16, DType::f32, std::nullopt},
                                {DType::f8e4m3, DType::bf16, DType::ue8m0}, {DType::f8e4m3, DType::bf16, DType::f32}};
@@ -60,9 +57,7 @@ TEST(BatchedMoeGpuRuns, areBitwiseDeterministic) {
   equivalence::BatchedMoeCase p;
   p.max_tokens = 150;
   p.seed = test_seed();
-  const equivalence::NumericCase c = equivalence::BatchedMoeOracle::make_case(p);
-  EXPECT_EQ(equivalence::BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes,
-            equivalence::BatchedMoeOracle{}.run_on_device(c, gpu_runtime()).front().bytes);
+  expect_bitwise_deterministic<equivalence::BatchedMoeOracle>(equivalence::BatchedMoeOracle::make_case(p));
 }
 
 }  // namespace batched_moe_gpu_test

@@ -28,10 +28,7 @@ struct Operands {
 
 std::vector<equivalence::FusedMoeCase> all_cases() {
   std::vector<equivalence::FusedMoeCase> cases;
-  auto add = [&](equivalence::FusedMoeCase p) {
-    p.seed = spaces::derive_seed(test_seed(), cases.size());
-    cases.push_back(p);
-  };
+  auto add = [&](const equivalence::FusedMoeCase& p) { add_seeded(cases, p); };
   const Operands operands[] = {{DType::bf16, DType::bf16, {}},
                                {DType::f16, DType::f16, {}},
                                {DType::f32, DType::f32, {}},
@@ -133,17 +130,7 @@ std::vector<equivalence::FusedMoeCase> all_cases() {
   return cases;
 }
 
-class FusedMoeGpu : public ::testing::TestWithParam<equivalence::FusedMoeCase> {};
-
-TEST_P(FusedMoeGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE_OR_HOST_HALF();
-  const equivalence::NumericCase c = equivalence::make_fused_moe_case(GetParam());
-  WARMKEY_GPU_TEST_END_OF_HOST_HALF();
-  EXPECT_TRUE(outputs_match(c, equivalence::run_fused_moe(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, FusedMoeGpu, ::testing::ValuesIn(all_cases()),
-                         gpu_case_name<equivalence::FusedMoeCase>);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(FusedMoeGpu, equivalence::FusedMoeOracle, equivalence::FusedMoeCase, all_cases());
 
 TEST(FusedMoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
@@ -152,9 +139,7 @@ TEST(FusedMoeGpuRuns, areBitwiseDeterministic) {
   p.dtype = DType::f8e4m3;
   p.scale_dtype = DType::ue8m0;
   p.seed = test_seed();
-  const equivalence::NumericCase c = equivalence::make_fused_moe_case(p);
-  EXPECT_EQ(equivalence::run_fused_moe(c, gpu_runtime()).front().bytes,
-            equivalence::run_fused_moe(c, gpu_runtime()).front().bytes);
+  expect_bitwise_deterministic<equivalence::FusedMoeOracle>(equivalence::make_fused_moe_case(p));
 }
 
 }  // namespace fused_moe_gpu_test

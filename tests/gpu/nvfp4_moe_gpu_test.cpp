@@ -25,10 +25,7 @@ namespace nvfp4_moe_gpu_test {
 
 std::vector<equivalence::Nvfp4MoeCase> all_cases() {
   std::vector<equivalence::Nvfp4MoeCase> cases;
-  auto add = [&](equivalence::Nvfp4MoeCase p) {
-    p.seed = spaces::derive_seed(test_seed(), cases.size());
-    cases.push_back(p);
-  };
+  auto add = [&](const equivalence::Nvfp4MoeCase& p) { add_seeded(cases, p); };
   const std::pair<DType, DType> dtypes[] = {
       {DType::bf16, DType::bf16}, {DType::f16, DType::f16}, {DType::bf16, DType::f32}};
   // E = 8, route_k = 4: T = 5, 30, 100, 400 land in the heuristic's four tiles (BLOCK_M 16..128);
@@ -130,26 +127,14 @@ std::vector<equivalence::Nvfp4MoeCase> all_cases() {
   return cases;
 }
 
-class Nvfp4MoeGpu : public ::testing::TestWithParam<equivalence::Nvfp4MoeCase> {};
-
-TEST_P(Nvfp4MoeGpu, matchesTheReference) {
-  WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE_OR_HOST_HALF();
-  const equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(GetParam());
-  WARMKEY_GPU_TEST_END_OF_HOST_HALF();
-  EXPECT_TRUE(outputs_match(c, equivalence::run_nvfp4_moe(c, gpu_runtime())));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, Nvfp4MoeGpu, ::testing::ValuesIn(all_cases()),
-                         gpu_case_name<equivalence::Nvfp4MoeCase>);
+WARMKEY_GPU_CASES_MATCH_THE_REFERENCE(Nvfp4MoeGpu, equivalence::Nvfp4MoeOracle, equivalence::Nvfp4MoeCase, all_cases());
 
 TEST(Nvfp4MoeGpuRuns, areBitwiseDeterministic) {
   WARMKEY_GPU_TEST_SKIP_UNLESS_DEVICE();
   equivalence::Nvfp4MoeCase p;
   p.num_tokens = 400;
   p.seed = test_seed();
-  const equivalence::NumericCase c = equivalence::make_nvfp4_moe_case(p);
-  EXPECT_EQ(equivalence::run_nvfp4_moe(c, gpu_runtime()).front().bytes,
-            equivalence::run_nvfp4_moe(c, gpu_runtime()).front().bytes);
+  expect_bitwise_deterministic<equivalence::Nvfp4MoeOracle>(equivalence::make_nvfp4_moe_case(p));
 }
 
 // An e4m3 scale byte 0x7f is NaN: its 16-element group poisons exactly the outputs that read it,

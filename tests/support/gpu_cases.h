@@ -7,7 +7,10 @@
 #include <cctype>
 #include <filesystem>
 #include <string>
+#include <vector>
 
+#include "equivalence/oracle.h"
+#include "spaces/rng.h"
 #include "tests/support/device.h"
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
@@ -30,6 +33,20 @@ std::string gpu_case_name(const ::testing::TestParamInfo<Case>& info) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
   return s;
+}
+
+// Appends p to cases with its seed derived from the test seed and its index.
+template <class Case>
+void add_seeded(std::vector<Case>& cases, Case p) {
+  p.seed = spaces::derive_seed(test_seed(), cases.size());
+  cases.push_back(p);
+}
+
+// Two device runs of Oracle on c write the same bytes.
+template <class Oracle>
+void expect_bitwise_deterministic(const equivalence::NumericCase& c) {
+  EXPECT_EQ(Oracle{}.run_on_device(c, gpu_runtime()).front().bytes,
+            Oracle{}.run_on_device(c, gpu_runtime()).front().bytes);
 }
 
 }  // namespace warmkey::test
