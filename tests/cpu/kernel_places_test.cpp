@@ -106,6 +106,7 @@ const std::map<std::string, std::string>& users() {
       {"reference/megamoe_prepare.h", "megamoe_prepare's recipe is fp8_quant's group amax and UE8M0 exponent"},
       {"reference/megamoe_prepare.cpp", "reuses fp8_quant's reference helpers (same recipe)"},
       {"reference/moe_layer.h", "the layer reference quantises its fp8 activations with fp8_quant's recipe"},
+      {"ci/mutation-triage.json", "the mutation campaigns' triage names each survivor by its file (fp8_quant.cuh)"},
   };
   return u;
 }
