@@ -166,6 +166,37 @@ TEST(FusedMoeTile, changesExactlyAtTheDeclaredBoundaries) {
   EXPECT_EQ(fused_moe_tile(2731 * 6, 256, DType::bf16).block_m, 128);
 }
 
+// Each branch's tile as kernels/fused_moe/fused_moe.cpp and docs/KERNELS.md state it (block_m,
+// block_n, group_m, warps, stages; block_k is 128 bytes of the dtype): a changed constant is a
+// changed binary and a changed shared-memory size, which a boundary test alone does not see.
+TEST(FusedMoeTile, eachBranchGivesItsStatedTile) {
+  const std::int64_t e = 256;
+  auto expect_tile = [&](std::int64_t num_valid, DType d, FusedMoeTile want) {
+    want.block_k = 128 / dtype_size(d);
+    EXPECT_EQ(fused_moe_tile(num_valid, e, d), want) << num_valid << " " << dtype_name(d);
+  };
+  const std::int64_t* b = kFusedMoeEntriesPerExpertBoundaries;
+  for (DType d : {DType::bf16, DType::f32, DType::f8e4m3}) {
+    expect_tile(b[0] * e, d, {16, 64, 0, 1, 4, 5});
+    expect_tile(b[1] * e, d, {32, 64, 0, 1, 4, 4});
+    expect_tile(b[2] * e, d, {64, d == DType::f8e4m3 ? 64 : 128, 0, 8, 4, 4});
+  }
+  expect_tile(b[2] * e + 1, DType::f32, {128, 128, 0, 8, 8, 4});
+  expect_tile(b[2] * e + 1, DType::bf16, {128, 256, 0, 8, 12, 4});
+  expect_tile(b[2] * e + 1, DType::f8e4m3, {128, 256, 0, 8, 12, 4});
+}
+
+// The tile rules' messages list the allowed values in words ("64, 128", "4, 8 or 12").
+TEST(FusedMoeTile, aRejectedTileNamesTheAllowedValues) {
+  FusedMoeTile t;
+  t.block_n = 96;
+  EXPECT_EQ(expert_gemm::tile_shape_problem(t, {64, 128, 256}, 64, "", {4, 8, 12}, false),
+            "block_n 96 is not one of 64, 128, 256");
+  t.block_n = 64;
+  t.warps = 5;
+  EXPECT_EQ(expert_gemm::tile_shape_problem(t, {64, 128, 256}, 64, "", {4, 8, 12}, false), "warps 5 is not 4, 8 or 12");
+}
+
 // ---- tuned configurations -----------------------------------------------------------------------
 
 constexpr const char* kTile16 =
@@ -294,6 +325,37 @@ FusedMoeArgs valid_args(DType dtype = DType::bf16) {
   }
   test::set_valid_layout(a);
   return a;
+}
+
+// The launch of a batch: the grid is ceil(EM / BLOCK_M) (at most one block per entry) times
+// ceil(N / BLOCK_N) blocks, and the bias's row stride is its stride(0).
+TEST(FusedMoeLaunch, theGridCoversEmByNAndTheBiasStrideIsItsRowStride) {
+  FusedMoeArgs a = valid_args();  // M = 5, top_k 2, E = 4, EM = 70
+  const std::int64_t n = 256;
+  a.b = Tensor::meta(DType::bf16, {4, n, 256});
+  a.c = Tensor::meta(DType::bf16, {10, n});
+  a.bias = Tensor::meta(DType::bf16, {4, n});
+  kKernel.validate(a);
+  const LaunchSpec s = kKernel.launch_spec(a);
+  auto constant = [&](std::string_view name) {
+    for (int i = 0; i < s.num_constexprs; ++i) {
+      if (s.constexpr_names[i] == name) return s.constexprs[i];
+    }
+    ADD_FAILURE() << "no constexpr " << name;
+    return std::int64_t{0};
+  };
+  auto integer = [&](std::string_view name) {
+    for (int i = 0; i < s.num_args; ++i) {
+      if (s.args[i].name == name) return static_cast<std::int64_t>(s.args[i].integer);
+    }
+    ADD_FAILURE() << "no argument " << name;
+    return std::int64_t{0};
+  };
+  const std::int64_t bm = constant("BLOCK_M"), bn = constant("BLOCK_N");
+  const std::int64_t m_blocks = std::min<std::int64_t>((70 + bm - 1) / bm, 10);
+  EXPECT_EQ(s.grid[0], static_cast<unsigned>(m_blocks * ((n + bn - 1) / bn)));
+  EXPECT_EQ(integer("stride_bias"), n);
+  EXPECT_EQ(integer("size_n"), n);
 }
 
 TEST(FusedMoeValidation, acceptsValidInputs) {
