@@ -108,6 +108,13 @@ BatchedMoeArgs valid_args() {
   return a;
 }
 
+// One grid row (y) per expert, whatever the other dims: E = 4 experts of 10 slots over K = 256.
+TEST(BatchedMoeLaunch, theGridHasOneRowPerExpert) {
+  const LaunchSpec s = kKernel.launch_spec(valid_args());
+  EXPECT_EQ(s.grid[1], 4u);
+  EXPECT_EQ(s.grid[2], 1u);
+}
+
 TEST(BatchedMoeValidation, errorsNameKernelFieldAndValue) {
   EXPECT_NO_THROW(kKernel.validate(valid_args()));
   struct Bad {

@@ -427,6 +427,26 @@ TEST(FusedMoeKey, holdsDtypesShapeClassesLayoutAndTile) {
             "block_n=64, block_k=128, group_m=1, warps=4, stages=5}");
 }
 
+// A key whose sorted length no capacity near moe_align's reaches (a hand-edited em class) is an input
+// error that names the kernel, the field and the whole key.
+TEST(FusedMoeKey, aKeyWithAnUnreachableEmClassIsRefusedNamingIt) {
+  const ModelConfig config = load_config("dsv4-flash");
+  for (const CompileKey& key : kKernel.warmup_keys(config)) {
+    if (key.get_bool("naive")) continue;
+    const CompileKey bad = key.with("em", std::int64_t{-3});
+    try {
+      (void)kKernel.warmup_inputs(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("'em'"), std::string::npos) << what;
+      EXPECT_NE(what.find(str_cat(" (", bad, ")")), std::string::npos) << what;
+    }
+    return;
+  }
+  ADD_FAILURE() << "dsv4-flash has no sorted-layout key";
+}
+
 TEST(FusedMoeKey, warmupInputsNeverAskForStorageOrZeroSizes) {
   for (const std::string& name : embedded_config_names()) {
     const ModelConfig config = load_config(name);

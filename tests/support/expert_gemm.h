@@ -46,7 +46,9 @@ std::vector<Spoil<Args>> sorted_gemm_spoils() {
   const Tensor c_rows = Tensor::meta(DType::bf16, {9, 64}), c_fp8 = Tensor::meta(DType::f8e4m3, {10, 64});
   const Tensor weights = Tensor::meta(DType::f32, {9}), bias = Tensor::meta(DType::bf16, {4, 32});
   const Tensor sorted = Tensor::meta(DType::i32, {20}), ids = Tensor::meta(DType::i32, {2});
-  const Tensor naive_ids = Tensor::meta(DType::i32, {9});
+  const Tensor naive_ids = Tensor::meta(DType::i32, {9}), naive_f32_ids = Tensor::meta(DType::f32, {10});
+  const std::int64_t wide_sizes[] = {10, 64}, wide_strides[] = {std::int64_t{1} << 31, 1};
+  const Tensor c_wide = Tensor::meta_strided(DType::bf16, wide_sizes, wide_strides);
   return {
       {"c rows", [=](auto& a) { a.c = c_rows; }, "c", "size 9"},
       {"c dtype", [=](auto& a) { a.c = c_fp8; }, "c", "f8e4m3"},
@@ -64,6 +66,14 @@ std::vector<Spoil<Args>> sorted_gemm_spoils() {
          a.expert_ids = naive_ids;
        },
        "expert_ids", "holds 9"},
+      {"naive ids dtype",
+       [=](auto& a) {
+         a.sorted_token_ids.reset();
+         a.num_tokens_post_padded.reset();
+         a.expert_ids = naive_f32_ids;
+       },
+       "expert_ids", "f32"},
+      {"c row stride past i32", [=](auto& a) { a.c = c_wide; }, "c", "fit i32"},
   };
 }
 
