@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "equivalence/oracles/fused_moe.h"
 #include "kernels/fused_moe/fused_moe.h"
@@ -219,12 +220,30 @@ TEST(FusedMoeTuning, picksTheNearestBucketTiesToTheSmaller) {
   EXPECT_EQ(t.boundaries(256, 128, DType::bf16), (std::vector<std::int64_t>{1, 5, 9}));
 }
 
+// The smallest N a tuned file may name is 8.
+TEST(FusedMoeTuning, theSmallestNIsAccepted) {
+  EXPECT_NO_THROW(FusedMoeTuning::parse(tuned_file("N=8,K=128,dtype=bf16", str_cat(R"({"1": )", kTile16, "}")), "t"));
+}
+
+// a's row stride may reach 2^31 - 1 (a one-row batch needs no 16-byte multiple), not 2^31.
+TEST(FusedMoeValidation, anActivationRowStrideFitsI32) {
+  constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
+  const std::int64_t sizes[] = {1, 256}, at_max[] = {kI32Max, 1}, past[] = {kI32Max + 1, 1};
+  EXPECT_NO_THROW(expert_gemm::validate_activations("fused_moe", Tensor::meta_strided(DType::bf16, sizes, at_max),
+                                                    {DType::bf16}, 64, "K"));
+  EXPECT_THROW(expert_gemm::validate_activations("fused_moe", Tensor::meta_strided(DType::bf16, sizes, past),
+                                                 {DType::bf16}, 64, "K"),
+               InputError);
+}
+
 TEST(FusedMoeTuning, badFilesGetErrorsNamingTheEntry) {
   const std::string shape = "N=256,K=128,dtype=bf16";
   const struct {
     std::string text, want;
   } cases[] = {
       {"{", "invalid JSON"},
+      {"[1, 2]", "expected a JSON object"},
+      {tuned_file("N=0,K=128,dtype=bf16", str_cat(R"({"1": )", kTile16, "}")), "N=0"},
       {R"({"device": "x", "shapes": {}, "extra": 1})", "unknown field"},
       {R"({"shapes": {"N=256,K=128,dtype=bf16": {}}})", "device"},
       {tuned_file("N=256,K=128", "{}"), "shape key must read"},

@@ -347,6 +347,20 @@ Nvfp4MoeArgs valid_args() {
   return a;
 }
 
+// describe names every operand with its shape and dtype (a launch failure's report prints it).
+TEST(Nvfp4MoeDescribe, namesEveryOperand) {
+  const std::string d = Nvfp4Moe{}.describe(valid_args());
+  for (const char* part : {"a=bf16[5,256]", " b=u8[", " b_scale=f8e4m3[", " b_global_scale=f32[", " c=bf16[10,64]"})
+    EXPECT_NE(d.find(part), std::string::npos) << part << " in " << d;
+}
+
+// A staged tile's shared memory holds its ring: STAGES x (BM rows of 128 bytes + BN rows of 32 packed
+// bytes and 4 scales), and the decoded B tile and entry ids beside it.
+TEST(Nvfp4MoeTile, aStagedTilesSharedMemoryHoldsItsRing) {
+  const FusedMoeTile staged{128, 128, 64, 8, 8, 3};
+  EXPECT_GE(nvfp4_moe_shared_bytes(staged), 3 * (128 * 128 + 128 * 36) + 128 * 128 + 128 * 4);
+}
+
 TEST(Nvfp4MoeValidation, acceptsValidInputs) {
   EXPECT_NO_THROW(kKernel.validate(valid_args()));
   Nvfp4MoeArgs f16 = valid_args();

@@ -49,6 +49,8 @@ std::vector<Spoil<Args>> sorted_gemm_spoils() {
   const Tensor naive_ids = Tensor::meta(DType::i32, {9}), naive_f32_ids = Tensor::meta(DType::f32, {10});
   const std::int64_t wide_sizes[] = {10, 64}, wide_strides[] = {std::int64_t{1} << 31, 1};
   const Tensor c_wide = Tensor::meta_strided(DType::bf16, wide_sizes, wide_strides);
+  const std::int64_t bias_sizes[] = {4, 64}, bias_strides[] = {32, 1};  // rows overlap: stride(0) < N
+  const Tensor bias_overlapping = Tensor::meta_strided(DType::bf16, bias_sizes, bias_strides);
   return {
       {"c rows", [=](auto& a) { a.c = c_rows; }, "c", "size 9"},
       {"c dtype", [=](auto& a) { a.c = c_fp8; }, "c", "f8e4m3"},
@@ -74,6 +76,7 @@ std::vector<Spoil<Args>> sorted_gemm_spoils() {
        },
        "expert_ids", "f32"},
       {"c row stride past i32", [=](auto& a) { a.c = c_wide; }, "c", "fit i32"},
+      {"bias rows overlap", [=](auto& a) { a.bias = bias_overlapping; }, "bias", "strides"},
   };
 }
 
