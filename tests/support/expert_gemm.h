@@ -51,6 +51,14 @@ std::vector<Spoil<Args>> sorted_gemm_spoils() {
   const Tensor c_wide = Tensor::meta_strided(DType::bf16, wide_sizes, wide_strides);
   const std::int64_t bias_sizes[] = {4, 64}, bias_strides[] = {32, 1};  // rows overlap: stride(0) < N
   const Tensor bias_overlapping = Tensor::meta_strided(DType::bf16, bias_sizes, bias_strides);
+  // The naive layout (no sorted ids, no padded count) with `ids` as its expert ids.
+  auto naive_layout = [](const Tensor& ids) {
+    return [=](auto& a) {
+      a.sorted_token_ids.reset();
+      a.num_tokens_post_padded.reset();
+      a.expert_ids = ids;
+    };
+  };
   return {
       {"c rows", [=](auto& a) { a.c = c_rows; }, "c", "size 9"},
       {"c dtype", [=](auto& a) { a.c = c_fp8; }, "c", "f8e4m3"},
@@ -61,20 +69,8 @@ std::vector<Spoil<Args>> sorted_gemm_spoils() {
       {"expert_ids too short", [=](auto& a) { a.expert_ids = ids; }, "expert_ids", "holds 2"},
       {"padded count missing", [](auto& a) { a.num_tokens_post_padded.reset(); }, "num_tokens_post_padded",
        "come together"},
-      {"naive ids count",
-       [=](auto& a) {
-         a.sorted_token_ids.reset();
-         a.num_tokens_post_padded.reset();
-         a.expert_ids = naive_ids;
-       },
-       "expert_ids", "holds 9"},
-      {"naive ids dtype",
-       [=](auto& a) {
-         a.sorted_token_ids.reset();
-         a.num_tokens_post_padded.reset();
-         a.expert_ids = naive_f32_ids;
-       },
-       "expert_ids", "f32"},
+      {"naive ids count", naive_layout(naive_ids), "expert_ids", "holds 9"},
+      {"naive ids dtype", naive_layout(naive_f32_ids), "expert_ids", "f32"},
       {"c row stride past i32", [=](auto& a) { a.c = c_wide; }, "c", "fit i32"},
       {"bias rows overlap", [=](auto& a) { a.bias = bias_overlapping; }, "bias", "strides"},
   };
