@@ -42,7 +42,9 @@ constexpr int kTimedLaunches = 10, kRepeats = 5;
 
 enum Layer { kW13 = 0, kW2 = 1 };
 enum Quant { kBf16 = 0, kFp8 = 1 };
-enum Routing { kUniform = 0, kSkewed = 1 };
+// kBlocked: entry i goes to expert i * E / (T * top-k), so each expert's entries (and, for W2, its A
+// rows) are one contiguous run: the gather-free case, for the A/B against uniform.
+enum Routing { kUniform = 0, kSkewed = 1, kBlocked = 2 };
 
 std::int64_t gemm_n(int layer) { return layer == kW13 ? 2 * kInter : kHidden; }
 std::int64_t gemm_k(int layer) { return layer == kW13 ? kHidden : kInter; }
@@ -76,6 +78,10 @@ std::vector<int> route(std::int64_t tokens, int routing, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int> ids(static_cast<std::size_t>(tokens * kTopK));
   std::vector<int> pool(kExperts);
+  if (routing == kBlocked) {
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i * kExperts / ids.size());
+    return ids;
+  }
   for (std::int64_t t = 0; t < tokens; ++t) {
     std::iota(pool.begin(), pool.end(), 0);
     for (int j = 0; j < kTopK; ++j) {
@@ -423,6 +429,7 @@ void BM_expert_gemm(benchmark::State& state) {
   const LaunchSpec spec = kernel.launch_spec(args);
   const BoundKey bound = bind(kernel.def(), spec);
   const double ms = median_ms([&] { runtime().launch(bound, spec, nullptr); });
+  state.counters["grid"] = spec.grid[0];
 
   const double flops = 2.0 * static_cast<double>(nv) * static_cast<double>(n) * static_cast<double>(k);
   std::int64_t used = 0;
@@ -635,6 +642,7 @@ void BM_nvfp4_moe(benchmark::State& state) {
   const LaunchSpec spec = kernel.launch_spec(args);
   const BoundKey bound = bind(kernel.def(), spec);
   const double ms = median_ms([&] { runtime().launch(bound, spec, nullptr); });
+  state.counters["grid"] = spec.grid[0];
 
   const double flops = 2.0 * static_cast<double>(nv) * static_cast<double>(n) * static_cast<double>(k);
   std::int64_t used = 0;
@@ -970,6 +978,10 @@ void args(benchmark::internal::Benchmark* b) {
       if (const char* v = std::getenv("WARMKEY_BENCH_TILE_VARIANTS"); v && *v == '1') {
         for (std::int64_t t : {2048, 16384}) {
           for (int variant : {1, 2, 3, 4, 5}) b->Args({layer, quant, t, kUniform, variant});
+        }
+        for (std::int64_t t : {8192, 16384}) {
+          b->Args({layer, quant, t, kBlocked, 0});
+          b->Args({layer, quant, t, kUniform, 5});
         }
       }
     }

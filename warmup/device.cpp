@@ -251,14 +251,6 @@ Device& Device::instance() {
   return *device;
 }
 
-unsigned device_multiprocessors(unsigned fallback) {
-  static const unsigned sms = [] {
-    Device& d = Device::instance();
-    return d.available() ? static_cast<unsigned>(d.multiprocessors()) : 0u;
-  }();
-  return sms > 0 ? sms : fallback;
-}
-
 int device_ordinal() {
   const char* v = std::getenv("WARMKEY_DEVICE");
   if (v == nullptr || *v == '\0') return 0;

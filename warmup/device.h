@@ -42,10 +42,6 @@ class DeviceBuffer {
 // ordinal (0-1024) is a DeviceError naming it.
 int device_ordinal();
 
-// The device's multiprocessor count, or `fallback` without a device (a persistent kernel's grid
-// bound). Cached after the first call that finds a device.
-unsigned device_multiprocessors(unsigned fallback);
-
 // A CUDA-graph capture in progress somewhere in this process. While one is open, nothing that a
 // capture cannot record may happen: no NVRTC compile, no module load, no device allocation (each
 // would fail the capture or make its replay wrong on a real engine). The runtime refuses every

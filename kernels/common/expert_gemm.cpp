@@ -11,7 +11,6 @@
 
 #include "kernels/common/checks.h"
 #include "warmup/binder.h"
-#include "warmup/device.h"
 #include "warmup/error.h"
 
 namespace warmkey {
@@ -85,10 +84,6 @@ std::string ws_shape_problem(const FusedMoeTile& t) {
     return "block_n 256 is the warp-specialised tile's: it needs warps 12";
   }
   return "";
-}
-
-unsigned persistent_grid(unsigned blocks, bool meta) {
-  return std::min(blocks, meta ? kFallbackSms : device_multiprocessors(kFallbackSms));
 }
 
 TensorMapDesc ws_b_map(const Tensor& b, std::int64_t es) {
@@ -367,11 +362,15 @@ std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std
 }
 
 LaunchSpec sorted_launch(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile,
-                         bool meta, std::int64_t shared_bytes) {
+                         std::int64_t shared_bytes) {
   LaunchSpec s;
   s.skip = num_valid == 0;
+  // NOTES: one block per tile for the warp-specialised tile too, not a persistent grid of one
+  // block per multiprocessor: a persistent block's tiles drift apart from those of the blocks that
+  // share its expert's B and its rows' A, so the L2 stops serving them (H100, 2026-12-05:
+  // 261 -> 410 TFLOPS for bf16 W13 at 16,384 tokens; docs/PERFORMANCE.md). The tile loop strides by
+  // gridDim.x, so a smaller grid would still be right.
   s.grid = {grid_blocks(l, num_valid, n, tile), 1, 1};
-  if (warp_specialised(tile)) s.grid[0] = persistent_grid(s.grid[0], meta);
   s.block = {static_cast<unsigned>(32 * tile.warps), 1, 1};
   s.shared_bytes = static_cast<unsigned>(shared_bytes);
   return s;

@@ -82,7 +82,6 @@ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1
 // The warp-specialised tile (kernels/device/gemm_ws.cuh: 3 warpgroups, 128 x 256 outputs, one
 // 128-byte k-tile row), shared by fused_moe, nvfp4_moe and batched_moe.
 inline constexpr std::int64_t kWsWarps = 12, kWsBlockM = 128, kWsBlockN = 256;
-inline constexpr unsigned kFallbackSms = 132;  // an H200's multiprocessors: the grid bound without a device
 inline bool warp_specialised(const FusedMoeTile& t) { return t.warps == kWsWarps; }
 // Shared memory of a warp-specialised pipeline before a kernel's own extras: 1 KiB of alignment
 // slack, `stages` stages of `rows` 128-byte rows (A's and B's) and two 8-byte barriers per stage.
@@ -91,9 +90,6 @@ inline std::int64_t ws_shared_bytes(std::int64_t stages, std::int64_t rows) {
 }
 // Why a tile breaks the warp-specialised tile's shape rule (warps 12 if and only if 128 x 256), or "".
 std::string ws_shape_problem(const FusedMoeTile& t);
-// A persistent grid of `blocks`: at most one block per multiprocessor (the grid is no key field;
-// a meta launch, which never runs, does not ask the device).
-unsigned persistent_grid(unsigned blocks, bool meta);
 // B ([E, N, K], K dense, elements of es bytes) as the tile's TMA map: a 3-D box of one 128-byte
 // k-tile row by 256 rows of one expert, 128-byte swizzle.
 TensorMapDesc ws_b_map(const Tensor& b, std::int64_t es);
@@ -197,11 +193,10 @@ void set_warmup_layout(SortedLayoutArgs& l, const CompileKey& key, const WarmupR
 // The 1-D grid: m-blocks (min(ceil(EM / BLOCK_M), num_valid); each entry in the naive layout)
 // times the n-blocks.
 unsigned grid_blocks(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile);
-// A sorted-layout GEMM's launch before its arguments: skipped without entries, grid_blocks (a
-// persistent_grid for the warp-specialised tile; `meta`: a meta launch), 32 * warps threads and
-// `shared_bytes`.
+// A sorted-layout GEMM's launch before its arguments: skipped without entries, grid_blocks (one
+// block per tile, the warp-specialised tile's too), 32 * warps threads and `shared_bytes`.
 LaunchSpec sorted_launch(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile,
-                         bool meta, std::int64_t shared_bytes);
+                         std::int64_t shared_bytes);
 // The constexprs N, K and TOP_K (0 unless `sizes_constexpr`: then read at run time) and the tile's
 // BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WARPS and STAGES, in that order.
 void add_tile_constexprs(LaunchSpec& s, std::int64_t n, std::int64_t k, std::int64_t top_k, const FusedMoeTile& tile,

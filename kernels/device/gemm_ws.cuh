@@ -2,10 +2,10 @@
 // problem; one producer warpgroup stages B (by TMA, or decoded from NVFP4 by nvfp4_moe) and the A
 // rows by cp.async through a ring of mbarrier-guarded shared-memory stages, two consumer warpgroups
 // multiply (wgmma on sm_90a, ldmatrix + mma.sync elsewhere) and run the epilogue from registers.
-// Used by fused_moe and nvfp4_moe (sorted layout, a persistent grid) and batched_moe (masked
-// layout, one tile per block); the parts they share are here: the ring's set-up (init_ring), the
-// producer's A copies of a k-tile (copy_a_ktile), the consumers' mainloops (bf16/f16 and fp8's
-// block-scale promotion), the sorted layout's entries and epilogue.
+// Used by fused_moe and nvfp4_moe (sorted layout) and batched_moe (masked layout), one block per
+// tile; the parts they share are here: the ring's set-up (init_ring), the producer's A copies of
+// a k-tile (copy_a_ktile), the consumers' mainloops (bf16/f16 and fp8's block-scale promotion), the
+// sorted layout's entries and epilogue.
 #pragma once
 
 #include "device/gemm.cuh"
@@ -30,7 +30,9 @@
 //   rows; rows past N are zero-filled by TMA.
 // - Tiles: t = blockIdx.x, blockIdx.x + gridDim.x, ... over num_m x ceil(N / 256), GROUP_M
 //   m-blocks rasterised together. Producer and consumers walk the same sequence and skip the same
-//   tiles (no expert: the consumers write zeros), so their stage counts agree.
+//   tiles (no expert: the consumers write zeros), so their stage counts agree. The host launches
+//   one block per tile (kernels/common/expert_gemm.cpp, sorted_launch: a persistent grid lost the
+//   L2's reuse of B and A as its blocks drifted apart); a smaller grid would still be right.
 // - fp8 block scales: one k-tile (128 fp8) is one scale group; each half of the 256 columns is one
 //   B scale group. The k-tile's products go to fresh fp32 partials (scale_d = 0), which are folded
 //   as acc += part * a_scale[row] * b_scale[half] after the MMA completes (promotion in registers).
@@ -56,7 +58,7 @@ inline constexpr int kStageBytes = kABytes + kBBytes;
 // A launch asks for 1024 bytes of alignment slack, the stages and two 8-byte barriers per stage of
 // dynamic shared memory (the host computes it: fused_moe.cpp, shared_bytes()).
 
-// Tile t of the persistent walk -> (pid_m, pid_n), GROUP_M m-blocks at a time.
+// Tile t of the walk -> (pid_m, pid_n), GROUP_M m-blocks at a time.
 __device__ __forceinline__ void tile_coords(int t, int num_m, int num_pid_n, int group_m, int& pid_m, int& pid_n) {
   const int per_group = group_m * num_pid_n;
   const int first_m = (t / per_group) * group_m;
@@ -291,12 +293,19 @@ struct Consumer {
   // The sorted layout's epilogue of one tile: ((acc * gs) + bias[e, col]) * w[entry] (the global
   // scale and the bias where the kernel has them, w where mul_weight), rounded once and stored by
   // column pairs; without an expert, zeros. Rows without an entry and columns past n_cols are not
-  // stored.
+  // stored. The weights of the thread's rows are loaded first, all at once: a load per column pair,
+  // each waited for before its store, cost W2 a round trip per pair (hoisted: W2 bf16 at 16,384
+  // tokens 5.11 -> 4.23 ms on the H100; docs/PERFORMANCE.md, "Expert GEMMs").
   template <bool kGlobalScale, bool kHasBias, class Out, class StrideC, class Bias, class StrideBias, class Weight>
   __device__ __forceinline__ void store_sorted(const int (&entry)[kRowSlots], Out* c, StrideC stride_cm, int n0,
                                                int n_cols, bool has_expert, float gs, const Bias* bias, long long e,
                                                StrideBias stride_bias, const Weight* topk_weights, bool mul_weight,
                                                bool c_vec, int warp, int lane) const {
+    float row_weight[kRowSlots];
+#pragma unroll
+    for (int q = 0; q < kRowSlots; ++q)
+      row_weight[q] =
+          mul_weight && has_expert && entry[q] >= 0 ? static_cast<float>(__ldg(topk_weights + entry[q])) : 1.0f;
 #pragma unroll
     for (int i = 0; i < kPerThread; i += 2) {
       const int en = entry[row_slot(i)];
@@ -311,7 +320,7 @@ struct Consumer {
           v[1] += wk::to_float(bias_row[col + 1]);
         }
         if (mul_weight) {
-          const float w = __ldg(topk_weights + en);
+          const float w = row_weight[row_slot(i)];
           v[0] *= w, v[1] *= w;
         }
       }

@@ -30,7 +30,7 @@ using expert_gemm::ceil_div;
 using expert_gemm::kMaxDim;
 using expert_gemm::kMaxSharedBytes;
 std::int64_t block_k_of(DType d) { return kRowBytes / dtype_size(d); }
-// The warp-specialised tile (device/gemm_ws.cuh): 128 x 256, 3 warpgroups, TMA, persistent grid.
+// The warp-specialised tile (device/gemm_ws.cuh): 128 x 256, 3 warpgroups, TMA, one block per tile.
 using expert_gemm::kWsBlockM;
 using expert_gemm::kWsBlockN;
 using expert_gemm::kWsWarps;
@@ -403,7 +403,7 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   const std::int64_t n = a.b.size(1), k = a.b.size(2);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
-  LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, a.a.is_meta(), shared_bytes(tile));
+  LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, shared_bytes(tile));
   std::optional<TensorMapDesc> b_map;
   if (warp_specialised(tile)) b_map = expert_gemm::ws_b_map(a.b, dtype_size(a.a.dtype()));
   const bool sizes_constexpr = a.a.dtype() == DType::f8e4m3;  // else read at run time (0)

@@ -32,7 +32,7 @@
 //   the k loop is a run-time loop (Tile::pipeline), the n-blocks per m-block come from N; the
 //   contract validates K % 128 == 0 and N % 8 == 0. fp8 keys keep them as constexprs (S::N, S::K,
 //   S::TOP_K non-zero): the scaled main loop ran 7 % slower at 2048 tokens with run-time values.
-// The warp-specialised tile (WARPS == 12: 128 x 256, TMA, persistent; device/gemm_ws.cuh).
+// The warp-specialised tile (WARPS == 12: 128 x 256, TMA; device/gemm_ws.cuh).
 template <class S>
 __device__ __forceinline__ void fused_moe_ws(
     const typename S::a_t* a, const typename S::b_t* b, typename S::c_t* c, const typename S::bias_t* bias,

@@ -21,7 +21,7 @@ constexpr std::int64_t kLutBytes = 256 * 256;  // its tables: 256 rows of 32 pai
 constexpr std::int64_t kPieceBytes = 16 + 4;   // its prefetch per thread, weight row and k-step
 constexpr std::int64_t kScaleGroup = 16;       // elements per e4m3 scale
 // The warp-specialised tile (nvfp4_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups,
-// persistent grid; per stage 128 A rows and 256 decoded B rows of 128 bytes, plus two k-tiles of
+// one block per tile; per stage 128 A rows and 256 decoded B rows of 128 bytes, plus two k-tiles of
 // raw weights (256 x 32 packed bytes + 256 x 4 scales each) and the byte table.
 using expert_gemm::kWsBlockM;
 using expert_gemm::kWsBlockN;
@@ -208,7 +208,7 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
   const FusedMoeTile tile = tile_of(a);
   const std::int64_t n = a.b.size(1), k = a.a.size(1);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
-  LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, a.a.is_meta(), nvfp4_moe_shared_bytes(tile));
+  LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, nvfp4_moe_shared_bytes(tile));
   // The warp-specialised tile reads N, K and TOP_K at run time (0 in the key: W13 and W2 share one
   // binary, an NVRTC compile fewer); the other tiles keep them as constexprs.
   expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, !warp_specialised(tile));

@@ -52,7 +52,7 @@
 //   64 KiB hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles:
 //   N % 8 == 0) are copied as zeros (their products are zeros, their columns never stored).
 // - The warp-specialised tile (WARPS 12, prefill: more than 64 entries per expert) is
-//   device/gemm_ws.cuh's: a persistent grid walks 128 x 256 tiles, two consumer warpgroups run
+//   device/gemm_ws.cuh's: one block per 128 x 256 tile, two consumer warpgroups run
 //   fused_moe's bf16/f16 mainloop (wgmma m64n256 on sm_90a, mma.sync elsewhere) and the epilogue
 //   from registers. The producer warpgroup stages A as fused_moe's does (coalesced cp.async, one
 //   arrival per thread on full[s] once its copies land) and makes B: per k-tile each warp copies
@@ -406,7 +406,7 @@ inline constexpr int kWsCodeBytes = wk::ws::kBN * 32;
 inline constexpr int kWsRawBytes = kWsCodeBytes + wk::ws::kBN * 4;
 }  // namespace wk::nvfp4
 
-// The warp-specialised tile: device/gemm_ws.cuh's persistent 128 x 256 walk and consumers, with
+// The warp-specialised tile: device/gemm_ws.cuh's 128 x 256 tile walk and consumers, with
 // the NVFP4 weights decoded by the producer warpgroup (NOTES).
 template <class S>
 __device__ __forceinline__ void nvfp4_moe_ws(
