@@ -983,6 +983,11 @@ void args(benchmark::internal::Benchmark* b) {
           b->Args({layer, quant, t, kBlocked, 0});
           b->Args({layer, quant, t, kUniform, 5});
         }
+        // The heuristic's 64-row bucket (25-64 entries per expert) against the warp-specialised
+        // tile with GROUP_M 2 (variant 4), which won at 48 entries (T = 2,048) on the H100.
+        for (std::int64_t t : {1100, 1536, 2730}) {
+          for (int variant : {0, 4}) b->Args({layer, quant, t, kUniform, variant});
+        }
       }
     }
   }
