@@ -976,7 +976,7 @@ void args(benchmark::internal::Benchmark* b) {
         for (int r : {kUniform, kSkewed}) b->Args({layer, quant, t, r, 0});
       }
       if (const char* v = std::getenv("WARMKEY_BENCH_TILE_VARIANTS"); v && *v == '1') {
-        for (std::int64_t t : {2048, 16384}) {
+        for (std::int64_t t : {2048, 8192, 16384}) {
           for (int variant : {1, 2, 3, 4, 5}) b->Args({layer, quant, t, kUniform, variant});
         }
         for (std::int64_t t : {8192, 16384}) {
