@@ -355,7 +355,7 @@ std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std
     p.push_back(std::move(q));
   p.insert(p.end(), strides.begin(), strides.end());
   for (Param q : {integer("stride_cm", kNoSpec), integer("stride_bias", kNoSpec), integer("size_n", kNoSpec),
-                  integer("size_k", kNoSpec), integer("top_k", kNoSpec)})
+                  integer("size_k", kNoSpec), integer("top_k", kNoSpec), integer("group_m", kNoSpec)})
     p.push_back(std::move(q));
   p.insert(p.end(), tail.begin(), tail.end());
   return p;
@@ -381,7 +381,9 @@ void add_tile_constexprs(LaunchSpec& s, std::int64_t n, std::int64_t k, std::int
   const std::pair<std::string_view, std::int64_t> values[] = {
       {"N", sizes_constexpr ? n : 0}, {"K", sizes_constexpr ? k : 0}, {"TOP_K", sizes_constexpr ? top_k : 0},
       {"BLOCK_M", tile.block_m},      {"BLOCK_N", tile.block_n},      {"BLOCK_K", tile.block_k},
-      {"GROUP_M", tile.group_m},      {"WARPS", tile.warps},          {"STAGES", tile.stages}};
+      {"GROUP_M", warp_specialised(tile) ? 0 : tile.group_m},
+      {"WARPS", tile.warps},
+      {"STAGES", tile.stages}};
   for (const auto& [name, v] : values) s.constant(name, v);  // names: string literals, as LaunchSpec needs
 }
 
@@ -395,12 +397,14 @@ void add_layout_launch_args(LaunchSpec& s, const SortedLayoutArgs& l, std::int64
       .integer("num_experts", num_experts);
 }
 
-void add_output_launch_args(LaunchSpec& s, const SortedGemmArgs& a, std::int64_t n, std::int64_t k) {
+void add_output_launch_args(LaunchSpec& s, const SortedGemmArgs& a, std::int64_t n, std::int64_t k,
+                            const FusedMoeTile& tile) {
   s.integer("stride_cm", a.c.stride(0))
       .integer("stride_bias", a.bias ? a.bias->stride(0) : 0)
       .integer("size_n", n)
       .integer("size_k", k)
-      .integer("top_k", a.top_k);
+      .integer("top_k", a.top_k)
+      .integer("group_m", tile.group_m);
 }
 
 std::string describe_layout(const SortedLayoutArgs& l) {

@@ -170,7 +170,7 @@ void zip_layout_rows(KeySpace& space, const std::vector<LayoutBucket>& buckets, 
 std::vector<ConstParam> tile_constexpr_params();
 // A sorted-layout GEMM's parameters: `operands`, then topk_weights (null when absent) and the
 // layout's (add_layout_launch_args: sorted_token_ids .. num_experts), `strides`, the output's
-// (add_output_launch_args: stride_cm .. top_k) and `tail`, in that order.
+// (add_output_launch_args: stride_cm .. group_m) and `tail`, in that order.
 std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std::initializer_list<Param> strides,
                                       std::initializer_list<Param> tail = {});
 
@@ -198,13 +198,17 @@ unsigned grid_blocks(const SortedLayoutArgs& l, std::int64_t num_valid, std::int
 LaunchSpec sorted_launch(const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t n, const FusedMoeTile& tile,
                          std::int64_t shared_bytes);
 // The constexprs N, K and TOP_K (0 unless `sizes_constexpr`: then read at run time) and the tile's
-// BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WARPS and STAGES, in that order.
+// BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, WARPS and STAGES, in that order. GROUP_M is 0 for the
+// warp-specialised tile, which reads it at run time (the group_m argument): it orders the tiles
+// once per tile, so GROUP_M 2 and 8 share one binary (dsv4-flash-fp8's tuned file has both;
+// docs/PERFORMANCE.md, "Cold warmup").
 void add_tile_constexprs(LaunchSpec& s, std::int64_t n, std::int64_t k, std::int64_t top_k, const FusedMoeTile& tile,
                          bool sizes_constexpr);
 // sorted_token_ids, expert_ids, num_tokens_post_padded, em, num_valid and num_experts, in that order.
 void add_layout_launch_args(LaunchSpec& s, const SortedLayoutArgs& l, std::int64_t num_valid, std::int64_t num_experts);
-// stride_cm, stride_bias (0 without bias), size_n, size_k and top_k, in that order.
-void add_output_launch_args(LaunchSpec& s, const SortedGemmArgs& a, std::int64_t n, std::int64_t k);
+// stride_cm, stride_bias (0 without bias), size_n, size_k, top_k and the tile's group_m, in that order.
+void add_output_launch_args(LaunchSpec& s, const SortedGemmArgs& a, std::int64_t n, std::int64_t k,
+                            const FusedMoeTile& tile);
 // " sorted_token_ids=... expert_ids=... num_tokens_post_padded=... top_k=..." for describe().
 std::string describe_layout(const SortedLayoutArgs& l);
 // An optional tensor's meta, or "none", for describe().

@@ -248,8 +248,9 @@ const KernelDef& FusedMoe::kernel_def() {
   // parameters: N, K and top_k are run-time arguments (the constexprs N, K, TOP_K are 0; as in
   // Triton's fused_moe, whose constexprs are the tile only; the k-loop was a run-time loop
   // already, device/gemm.cuh), and topk_weights is null when absent (the epilogue tests it). The
-  // two GEMMs of a layer share a tile's binary: dsv4-flash 10 -> 5. fp8 keys keep N, K and TOP_K
-  // as constexprs (fused_moe.cuh: run-time values cost 7 % in the scaled main loop).
+  // two GEMMs of a layer share a tile's binary: dsv4-flash 10 -> 5. fp8 keys of the mma.sync
+  // tiles keep N, K and TOP_K as constexprs (fused_moe.cuh: run-time values cost 7 % in their
+  // scaled main loop); fp8's warp-specialised tile reads them at run time like bf16's.
   static const KernelDef def = with_pdl_wait(
       KernelDef{std::string(kName), "fused_moe/fused_moe.cuh", "fused_moe_kernel", expert_gemm::tile_constexpr_params(),
                 expert_gemm::sorted_gemm_params(
@@ -406,7 +407,11 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
   LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, shared_bytes(tile));
   std::optional<TensorMapDesc> b_map;
   if (warp_specialised(tile)) b_map = expert_gemm::ws_b_map(a.b, dtype_size(a.a.dtype()));
-  const bool sizes_constexpr = a.a.dtype() == DType::f8e4m3;  // else read at run time (0)
+  // Else read at run time (0). NOTES: the warp-specialised tile's k loop waits on a barrier per
+  // k-tile and is never unrolled, and N and TOP_K reach its tile set-up only (an n-block bound, a
+  // division per row per tile), so fp8's W13 and W2 share its binary (dsv4-flash-fp8: one program
+  // of about 0.85 s of NVRTC CPU on the 2-core CPU machine fewer).
+  const bool sizes_constexpr = a.a.dtype() == DType::f8e4m3 && !warp_specialised(tile);
   expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, sizes_constexpr);
   s.ptr("a", a.a)
       .ptr("b", a.b)
@@ -417,7 +422,7 @@ LaunchSpec FusedMoe::launch_spec(const Args& a) const {
       .ptr("topk_weights", a.topk_weights);
   expert_gemm::add_layout_launch_args(s, a, num_valid, a.b.size(0));
   s.integer("stride_am", a.a.stride(0)).integer("stride_be", a.b.stride(0)).integer("stride_bn", a.b.stride(1));
-  expert_gemm::add_output_launch_args(s, a, n, k);
+  expert_gemm::add_output_launch_args(s, a, n, k, tile);
   s.tensor_map("b_map", b_map);
   return s;
 }

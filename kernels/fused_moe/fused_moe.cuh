@@ -9,7 +9,8 @@
 // NOTES:
 // - Grid: one block per (m-block, n-block), 1-D, Triton's GROUP_M rasterisation (GROUP_M m-blocks
 //   walk the n-blocks together, so the expert weights they share stay in L2). m-blocks are
-//   min(ceil(em / BLOCK_M), num_valid): a sorted layout never uses more blocks than entries.
+//   min(ceil(em / BLOCK_M), num_valid): a sorted layout never uses more blocks than entries. The
+//   warp-specialised tile reads GROUP_M at run time (the group_m argument; the key's GROUP_M is 0).
 // - Sorted layout (moe_align): block m covers sorted_token_ids[m * BLOCK_M, (m + 1) * BLOCK_M)
 //   with expert expert_ids[m]; blocks at or past num_tokens_post_padded return at once. Naive
 //   layout (sorted_token_ids none): block m holds the single entry m, expert expert_ids[m] (the
@@ -30,8 +31,10 @@
 //   binary serves both GEMMs of a layer).
 // - N, K and TOP_K are run-time arguments (size_n, size_k, top_k) for bf16, f16 and f32 operands:
 //   the k loop is a run-time loop (Tile::pipeline), the n-blocks per m-block come from N; the
-//   contract validates K % 128 == 0 and N % 8 == 0. fp8 keys keep them as constexprs (S::N, S::K,
-//   S::TOP_K non-zero): the scaled main loop ran 7 % slower at 2048 tokens with run-time values.
+//   contract validates K % 128 == 0 and N % 8 == 0. fp8 keys of the mma.sync tiles keep them as
+//   constexprs (S::N, S::K, S::TOP_K non-zero): their scaled main loop ran 7 % slower at 2048
+//   tokens with run-time values. fp8's warp-specialised tile reads them at run time (its k loop
+//   is a barrier-paced run-time loop either way).
 // The warp-specialised tile (WARPS == 12: 128 x 256, TMA; device/gemm_ws.cuh).
 template <class S>
 __device__ __forceinline__ void fused_moe_ws(
@@ -42,7 +45,7 @@ __device__ __forceinline__ void fused_moe_ws(
     typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
     typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias,
     typename S::size_n_t size_n, typename S::size_k_t size_k, typename S::top_k_t top_k_arg,
-    const typename S::b_map_t& b_map) {
+    typename S::group_m_t group_m_arg, const typename S::b_map_t& b_map) {
   namespace ws = wk::ws;
   namespace sm90 = wk::sm90;
   using T = typename S::a_t;
@@ -81,7 +84,8 @@ __device__ __forceinline__ void fused_moe_ws(
 
   const int num_m = ws::sorted_m_blocks(static_cast<long long>(__ldg(num_tokens_post_padded)), em_v, nv);
   const int tiles = num_m * num_pid_n;
-  const int group_m = static_cast<int>(S::GROUP_M);
+  // GROUP_M at run time (the key's constant is 0: the tuned file's GROUP_M 2 and 8 share a binary).
+  const int group_m = S::GROUP_M != 0 ? static_cast<int>(S::GROUP_M) : static_cast<int>(group_m_arg);
   const int wg = tid >> 7;
 
   if (wg == 0) {
@@ -174,6 +178,7 @@ __device__ __forceinline__ void fused_moe_mma(
   constexpr int kBM = static_cast<int>(S::BLOCK_M);
   constexpr int kBN = static_cast<int>(S::BLOCK_N);
   constexpr int kGroupM = static_cast<int>(S::GROUP_M);
+  static_assert(kGroupM >= 1, "fused_moe: only the warp-specialised tile takes GROUP_M at run time");
   using Cfg = wk::gemm::Tile<T, kBM, kBN, static_cast<int>(S::WARPS), static_cast<int>(S::STAGES)>;
   constexpr int kThreads = Cfg::kThreads;
   constexpr int kMI = Cfg::kMI, kNI = Cfg::kNI;
@@ -314,11 +319,13 @@ __global__ void __launch_bounds__(32 * S::WARPS, 1)
                      typename S::stride_am_t stride_am, typename S::stride_be_t stride_be,
                      typename S::stride_bn_t stride_bn, typename S::stride_cm_t stride_cm,
                      typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
-                     typename S::top_k_t top_k_arg, const __grid_constant__ typename S::b_map_t b_map) {
+                     typename S::top_k_t top_k_arg, typename S::group_m_t group_m_arg,
+                     const __grid_constant__ typename S::b_map_t b_map) {
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   if constexpr (S::WARPS == 12)
     fused_moe_ws<S>(a, b, c, bias, a_scale, b_scale, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
-                    em, num_valid, num_experts, stride_am, stride_cm, stride_bias, size_n, size_k, top_k_arg, b_map);
+                    em, num_valid, num_experts, stride_am, stride_cm, stride_bias, size_n, size_k, top_k_arg, group_m_arg,
+                    b_map);
   else
     fused_moe_mma<S>(a, b, c, bias, a_scale, b_scale, topk_weights, sorted_token_ids, expert_ids,
                      num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_be, stride_bn, stride_cm,

@@ -209,9 +209,10 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
   const std::int64_t n = a.b.size(1), k = a.a.size(1);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
   LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, nvfp4_moe_shared_bytes(tile));
-  // The warp-specialised tile reads N, K and TOP_K at run time (0 in the key: W13 and W2 share one
-  // binary, an NVRTC compile fewer); the other tiles keep them as constexprs.
-  expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, !warp_specialised(tile));
+  // The warp-specialised and staged tiles read N, K and TOP_K at run time (0 in the key: W13 and
+  // W2 share each binary, an NVRTC compile fewer per tile); the streaming (decode) tile keeps them
+  // as constexprs: it is the tile nearest its roofline, and run-time values there are not measured.
+  expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, tile.block_k == kStreamBlockK);
   s.ptr("a", a.a)
       .ptr("b", a.b)
       .ptr("b_scale", a.b_scale)
@@ -221,7 +222,7 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
       .ptr("topk_weights", a.topk_weights);
   expert_gemm::add_layout_launch_args(s, a, num_valid, a.b.size(0));
   s.integer("stride_am", a.a.stride(0));
-  expert_gemm::add_output_launch_args(s, a, n, k);
+  expert_gemm::add_output_launch_args(s, a, n, k, tile);
   return s;
 }
 

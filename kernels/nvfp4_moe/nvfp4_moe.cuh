@@ -416,7 +416,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
     const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
     typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
     typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias,
-    int size_n, int size_k, int top_k_arg) {
+    int size_n, int size_k, int top_k_arg, int group_m_arg) {
   namespace ws = wk::ws;
   namespace sm90 = wk::sm90;
   namespace nv4 = wk::nvfp4;
@@ -467,7 +467,8 @@ __device__ __forceinline__ void nvfp4_moe_ws(
 
   const int num_m = ws::sorted_m_blocks(static_cast<long long>(__ldg(num_tokens_post_padded)), em_v, nv);
   const int tiles = num_m * kNumPidN;
-  const int group_m = static_cast<int>(S::GROUP_M);
+  // GROUP_M at run time too (0 in the key: one binary for every GROUP_M).
+  const int group_m = S::GROUP_M != 0 ? static_cast<int>(S::GROUP_M) : group_m_arg;
   const int wg = tid >> 7;
 
   if (wg == 0) {
@@ -593,22 +594,26 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
                      typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
                      typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm,
                      typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
-                     typename S::top_k_t top_k_arg) {
+                     typename S::top_k_t top_k_arg, typename S::group_m_t group_m_arg) {
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
-  static_assert(S::WARPS == 12 || (S::N != 0 && S::K != 0 && S::TOP_K != 0),
-                "nvfp4_moe: only the warp-specialised tile takes N, K and TOP_K at run time");
+  static_assert(S::WARPS == 12 || S::GROUP_M != 0, "nvfp4_moe: only the warp-specialised tile takes GROUP_M at run time");
+  static_assert(S::BLOCK_K != wk::nvfp4::kStreamK || (S::N != 0 && S::K != 0 && S::TOP_K != 0),
+                "nvfp4_moe: the streaming tile takes N, K and TOP_K as constants");
   if constexpr (S::WARPS == 12) {
     nvfp4_moe_ws<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
                     num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias,
-                    static_cast<int>(size_n), static_cast<int>(size_k), static_cast<int>(top_k_arg));
+                    static_cast<int>(size_n), static_cast<int>(size_k), static_cast<int>(top_k_arg),
+                    static_cast<int>(group_m_arg));
   } else if constexpr (S::BLOCK_K == wk::nvfp4::kStreamK) {
     nvfp4_moe_stream<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
                         num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias);
   } else {
     using T = typename S::a_t;
-    constexpr int kN = static_cast<int>(S::N);
-    constexpr int kK = static_cast<int>(S::K);
-    constexpr int kTopK = static_cast<int>(S::TOP_K);
+    // N, K and TOP_K at run time (the key's constants are 0: W13 and W2 share the binary; the
+    // contract validates K % 64 == 0). They size the k loop and the weight rows' strides only.
+    const int kN = S::N != 0 ? static_cast<int>(S::N) : static_cast<int>(size_n);
+    const int kK = S::K != 0 ? static_cast<int>(S::K) : static_cast<int>(size_k);
+    const int kTopK = S::TOP_K != 0 ? static_cast<int>(S::TOP_K) : static_cast<int>(top_k_arg);
     constexpr int kBM = static_cast<int>(S::BLOCK_M);
     constexpr int kBN = static_cast<int>(S::BLOCK_N);
     constexpr int kGroupM = static_cast<int>(S::GROUP_M);
@@ -618,11 +623,11 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     constexpr bool kNaive = S::sorted_token_ids_none;
     constexpr bool kHasBias = !S::bias_none;
     constexpr bool kMulWeight = !S::topk_weights_none;
-    constexpr int kNumPidN = (kN + kBN - 1) / kBN;
+    const int kNumPidN = (kN + kBN - 1) / kBN;
     constexpr int kBK = Cfg::kElemsPerRow;  // 64
-    constexpr int kKTiles = kK / kBK;
-    constexpr int kPackedRow = kK / 2;    // bytes of one weight row
-    constexpr int kScaleRow = kK / 16;    // scales of one weight row
+    const int kKTiles = kK / kBK;
+    const int kPackedRow = kK / 2;        // bytes of one weight row
+    const int kScaleRow = kK / 16;        // scales of one weight row
     constexpr int kPackedTile = kBK / 2;  // 32 bytes per row per k-tile
     constexpr int kScaleTile = kBK / 16;  // 4 scales per row per k-tile
     constexpr int kRawOff = kBM * wk::gemm::kRowBytes;
@@ -631,7 +636,6 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     constexpr int kDecodedOff = static_cast<int>(S::STAGES) * kStageBytes;
     static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
     static_assert(S::BLOCK_K == kBK, "nvfp4_moe: BLOCK_K is one 128-byte row of activations (64 elements)");
-    static_assert(kK % kBK == 0, "nvfp4_moe: K is a whole number of k-tiles");
     static_assert(kStageBytes % 16 == 0, "nvfp4_moe: stages keep 16-byte alignment");
     static_assert(!kNaive || S::num_tokens_post_padded_none, "nvfp4_moe: the naive layout has no padded count");
 

@@ -399,6 +399,54 @@ TEST(FusedMoeLaunch, theWarpSpecialisedTileLaunchesOneBlockPerTile) {
   EXPECT_EQ(s.grid[0], static_cast<unsigned>(((em + 127) / 128) * (n / 256)));  // 272, above any SM count
 }
 
+// GROUP_M orders the warp-specialised tile's walk once per tile, so it is a run-time argument there
+// (the key's constant 0: the tuned file's GROUP_M 2 and 8 share one binary); the mma.sync tiles keep
+// it as their constant (it sizes a template loop) and get the argument too. N, K and TOP_K: run-time
+// for the warp-specialised tile of every dtype (W13 and W2 share its binary), constants for fp8's
+// mma.sync tiles only.
+TEST(FusedMoeLaunch, theWarpSpecialisedTileReadsGroupMAndSizesAtRunTime) {
+  const auto constant = [](const LaunchSpec& s, std::string_view name) {
+    for (int i = 0; i < s.num_constexprs; ++i)
+      if (s.constexpr_names[i] == name) return s.constexprs[i];
+    ADD_FAILURE() << "no constexpr " << name;
+    return std::int64_t{-1};
+  };
+  const auto argument = [](const LaunchSpec& s, std::string_view name) {
+    for (int i = 0; i < s.num_args; ++i)
+      if (s.args[i].name == name) return static_cast<std::int64_t>(s.args[i].integer);
+    ADD_FAILURE() << "no argument " << name;
+    return std::int64_t{-1};
+  };
+  const auto sized = [](FusedMoeArgs a, const FusedMoeTile& tile) {  // moe_align's capacity for the tile
+    const std::int64_t em = a.a.size(0) * a.top_k + a.b.size(0) * (tile.block_m - 1);
+    a.sorted_token_ids = Tensor::meta(DType::i32, {em});
+    a.expert_ids = Tensor::meta(DType::i32, {(em + tile.block_m - 1) / tile.block_m});
+    a.tile = tile;
+    return a;
+  };
+  for (const DType dt : {DType::bf16, DType::f8e4m3}) {
+    const std::int64_t bk = dt == DType::bf16 ? 64 : 128;
+    for (const std::int64_t group_m : {2, 8}) {
+      FusedMoeArgs a = sized(valid_args(dt), FusedMoeTile{128, 256, bk, group_m, 12, 4});
+      kKernel.validate(a);
+      const LaunchSpec ws = kKernel.launch_spec(a);
+      EXPECT_EQ(constant(ws, "GROUP_M"), 0) << dt;
+      EXPECT_EQ(argument(ws, "group_m"), group_m) << dt;
+      for (const char* name : {"N", "K", "TOP_K"}) EXPECT_EQ(constant(ws, name), 0) << dt << " " << name;
+      EXPECT_EQ(argument(ws, "size_n"), a.b.size(1)) << dt;
+      EXPECT_EQ(argument(ws, "size_k"), a.b.size(2)) << dt;
+      EXPECT_EQ(argument(ws, "top_k"), a.top_k) << dt;
+      a = sized(valid_args(dt), FusedMoeTile{64, 64, bk, group_m, 4, 4});
+      kKernel.validate(a);
+      const LaunchSpec mma = kKernel.launch_spec(a);
+      EXPECT_EQ(constant(mma, "GROUP_M"), group_m) << dt;
+      EXPECT_EQ(argument(mma, "group_m"), group_m) << dt;
+      EXPECT_EQ(constant(mma, "N"), dt == DType::f8e4m3 ? a.b.size(1) : 0) << dt;
+      EXPECT_EQ(constant(mma, "TOP_K"), dt == DType::f8e4m3 ? a.top_k : 0) << dt;
+    }
+  }
+}
+
 TEST(FusedMoeValidation, acceptsValidInputs) {
   EXPECT_NO_THROW(kKernel.validate(valid_args()));
   EXPECT_NO_THROW(kKernel.validate(valid_args(DType::f8e4m3)));

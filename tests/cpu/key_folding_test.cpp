@@ -28,13 +28,14 @@ namespace key_folding_test {
 // (do_not_specialize_on_alignment in the signature, or a conditional fold, KernelDef::fold:
 // count_expert_tokens' numel), or a field that is no template parameter of the binary (dsv4_topk's
 // launch_pdl and has_padding; fused_moe's n, k, top_k (run-time arguments) and mul_routed_weight
-// (Param::null_at_run_time), and nvfp4_moe's for its warp-specialised tile; pointer alignments tested at run time
+// (Param::null_at_run_time), and nvfp4_moe's for its warp-specialised tile; the warp-specialised tile's
+// group_m (a run-time argument of fused_moe and nvfp4_moe); pointer alignments tested at run time
 // (moe_mul_sum, swiglu_limit, dsv4_topk's logits); moe_align's block_m; the block size read from blockDim,
 // KernelDef::block_at_run_time: count_expert_tokens' block_size).
 const std::map<std::string, std::set<std::string>>& folded() {
   static const std::map<std::string, std::set<std::string>> f = {
-      {"fused_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight"}},
-      {"nvfp4_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight"}},
+      {"fused_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m"}},
+      {"nvfp4_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m"}},
       {"moe_mul_sum", {"num_tokens", "x_aligned", "out_aligned"}},
       {"swiglu_limit", {"num_rows", "in_aligned", "out_aligned"}},
       {"compute_identity", {"num_tokens"}},
@@ -79,14 +80,15 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash", "dsv4_topk", 64, 8},  // both paths (row_per_thread)
       {"dsv4-flash", "moe_align", 8, 2},
       {"dsv4-flash", nullptr, 174, 23},
-      {"dsv4-flash-fp8", "fused_moe", 36, 10},
-      {"dsv4-flash-fp8", nullptr, 178, 32},  // fp8_quant: 4 keys, 4 JitKeys
+      // The warp-specialised tile: GROUP_M 2 and 8 (the tuned file), W13 and W2 share a binary.
+      {"dsv4-flash-fp8", "fused_moe", 36, 7},
+      {"dsv4-flash-fp8", nullptr, 178, 29},  // fp8_quant: 4 keys, 4 JitKeys
       {"dsv4-flash-f16", "fused_moe", 36, 5},
-      {"dsv4-flash-f16", "nvfp4_moe", 36, 9},  // W13 and W2 share the warp-specialised binary
+      {"dsv4-flash-f16", "nvfp4_moe", 36, 7},  // W13 and W2 share the staged and warp-specialised binaries
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 222, 40},
-      {"dsv4-flash-nvfp4", "nvfp4_moe", 36, 9},
-      {"dsv4-flash-nvfp4", nullptr, 174, 27},
+      {"dsv4-flash-f16", nullptr, 222, 38},
+      {"dsv4-flash-nvfp4", "nvfp4_moe", 36, 7},
+      {"dsv4-flash-nvfp4", nullptr, 174, 25},
       {"tiny", "lora_moe", 32, 20},
       {"tiny", nullptr, 166, 44},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
