@@ -349,8 +349,11 @@ std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   std::vector<Param> p(operands);
-  for (Param q : {param::in_or_null("topk_weights", DType::f32, kNoSpec), in("sorted_token_ids", kNoSpec),
-                  in("expert_ids", kNoSpec), in("num_tokens_post_padded", kNoSpec), integer("em", kNoAlign),
+  // sorted_token_ids and num_tokens_post_padded are null in the naive layout, tested at run time:
+  // both layouts of a tile share its binary (the CompileKey keeps `naive`).
+  for (Param q : {param::in_or_null("topk_weights", DType::f32, kNoSpec),
+                  param::in_or_null("sorted_token_ids", DType::i32, kNoSpec), in("expert_ids", kNoSpec),
+                  param::in_or_null("num_tokens_post_padded", DType::i32, kNoSpec), integer("em", kNoAlign),
                   integer("num_valid", kNoAlign), integer("num_experts", kNoSpec)})
     p.push_back(std::move(q));
   p.insert(p.end(), strides.begin(), strides.end());

@@ -39,13 +39,14 @@ __device__ __forceinline__ void group_m_coords(int num_pid_n, int& pid_m, int& p
   pid_n = (pid % (kGroupM * num_pid_n)) / group_size;
 }
 
-// s_entry[r], r < BM: the entry of row r of m-block pid_m, -1 for padding.
-template <bool kNaive, int kBM, int kThreads, class Ids>
-__device__ __forceinline__ void load_entries(int* s_entry, const Ids* sorted_token_ids, int pid_m, long long em_v,
-                                             long long nv, int tid) {
+// s_entry[r], r < BM: the entry of row r of m-block pid_m, -1 for padding. `naive` is uniform: the
+// layout is a run-time fact (sorted_token_ids null), so both layouts share a binary.
+template <int kBM, int kThreads, class Ids>
+__device__ __forceinline__ void load_entries(int* s_entry, const Ids* sorted_token_ids, bool naive, int pid_m,
+                                             long long em_v, long long nv, int tid) {
   for (int r = tid; r < kBM; r += kThreads) {
     long long entry;
-    if constexpr (kNaive) {
+    if (naive) {
       entry = r == 0 ? pid_m : nv;
     } else {
       const long long pos = static_cast<long long>(pid_m) * kBM + r;

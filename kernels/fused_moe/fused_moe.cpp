@@ -250,7 +250,9 @@ const KernelDef& FusedMoe::kernel_def() {
   // already, device/gemm.cuh), and topk_weights is null when absent (the epilogue tests it). The
   // two GEMMs of a layer share a tile's binary: dsv4-flash 10 -> 5. fp8 keys of the mma.sync
   // tiles keep N, K and TOP_K as constexprs (fused_moe.cuh: run-time values cost 7 % in their
-  // scaled main loop); fp8's warp-specialised tile reads them at run time like bf16's.
+  // scaled main loop); fp8's warp-specialised tile reads them at run time like bf16's. `naive` is
+  // no template parameter either: the layout tensors are null in the naive layout (tested per
+  // block), so the naive and sorted 16-row tiles share a binary (dsv4-flash 5 -> 4).
   static const KernelDef def = with_pdl_wait(
       KernelDef{std::string(kName), "fused_moe/fused_moe.cuh", "fused_moe_kernel", expert_gemm::tile_constexpr_params(),
                 expert_gemm::sorted_gemm_params(

@@ -182,7 +182,6 @@ __device__ __forceinline__ void fused_moe_mma(
   using Cfg = wk::gemm::Tile<T, kBM, kBN, static_cast<int>(S::WARPS), static_cast<int>(S::STAGES)>;
   constexpr int kThreads = Cfg::kThreads;
   constexpr int kMI = Cfg::kMI, kNI = Cfg::kNI;
-  constexpr bool kNaive = S::sorted_token_ids_none;
   constexpr bool kFp8 = sizeof(T) == 1;
   constexpr bool kHasBias = !S::bias_none;
   // topk_weights is null when the call has none (Param::null_at_run_time): tested once, uniform.
@@ -190,7 +189,6 @@ __device__ __forceinline__ void fused_moe_mma(
   static_assert(S::BLOCK_K == Cfg::kElemsPerRow, "fused_moe: BLOCK_K is one 128-byte row of elements");
   static_assert(!kFp8 || (128 % kBN == 0 && !S::a_scale_none && !S::b_scale_none),
                 "fused_moe: fp8 needs both scales and BLOCK_N dividing 128");
-  static_assert(!kNaive || S::num_tokens_post_padded_none, "fused_moe: the naive layout has no padded count");
 
   extern __shared__ __align__(128) char smem[];
   int* s_entry = reinterpret_cast<int*>(smem + Cfg::kSmemBytes);  // [kBM] entry of each row
@@ -211,14 +209,17 @@ __device__ __forceinline__ void fused_moe_mma(
   wk::expert::group_m_coords<kGroupM>(num_pid_n, pid_m, pid_n);
   const int n0 = pid_n * kBN;
 
+  // The naive layout: sorted_token_ids (and num_tokens_post_padded) null at run time, one binary for
+  // both layouts (Param::null_at_run_time; the contract pairs the two).
+  const bool naive = S::sorted_token_ids_none || sorted_token_ids == nullptr;
   long long em_v = 0;
-  if constexpr (!kNaive) {
+  if (!naive) {
     em_v = WARMKEY_INT(S, em);
     if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
   }
   const long long e = wk::to_index(__ldg(expert_ids + pid_m));
 
-  wk::expert::load_entries<kNaive, kBM, kThreads>(s_entry, sorted_token_ids, pid_m, em_v, nv, tid);
+  wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, naive, pid_m, em_v, nv, tid);
   __syncthreads();
 
   if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros

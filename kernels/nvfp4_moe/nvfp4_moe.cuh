@@ -188,7 +188,6 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   constexpr int kWarps = static_cast<int>(S::WARPS);
   constexpr int kThreads = 32 * kWarps;
   constexpr int kGroupM = static_cast<int>(S::GROUP_M);
-  constexpr bool kNaive = S::sorted_token_ids_none;
   constexpr bool kHasBias = !S::bias_none;
   constexpr bool kMulWeight = !S::topk_weights_none;
   constexpr int kNumPidN = (kN + kBN - 1) / kBN;
@@ -204,7 +203,6 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   static_assert(kBM == 16, "nvfp4_moe: the streaming path covers one m16 mma tile (BLOCK_M 16)");
   static_assert(kBN % 16 == 0 && kBN / 16 <= kWarps, "nvfp4_moe: BLOCK_N / 16 warps run the epilogue");
   static_assert(kK % nv4::kStreamK == 0, "nvfp4_moe: K is a whole number of 128-element steps");
-  static_assert(S::num_tokens_post_padded_none || !kNaive, "nvfp4_moe: the naive layout has no padded count");
   static_assert(kWarps * kBM * kPartRow * 4 <= nv4::kLutBytes,
                 "nvfp4_moe: the warps' partial sums fit in the table's shared memory");
 
@@ -223,8 +221,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
   const int n0 = pid_n * kBN;
 
+  // The naive layout: sorted_token_ids null at run time (both layouts share the binary).
+  const bool naive = S::sorted_token_ids_none || sorted_token_ids == nullptr;
   long long em_v = 0;
-  if constexpr (!kNaive) {
+  if (!naive) {
     em_v = WARMKEY_INT(S, em);
     if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
   }
@@ -270,7 +270,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       *reinterpret_cast<uint4*>(row + nv4::kScaleCol + 4 * copy) = s4;
     }
   }
-  wk::expert::load_entries<kNaive, kBM, kThreads>(s_entry, sorted_token_ids, pid_m, em_v, nv, tid);
+  wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, naive, pid_m, em_v, nv, tid);
   __syncthreads();
 
   if (!local) {  // not a local expert: zeros
@@ -354,13 +354,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       }
     }
   };
-  if constexpr (kNaive) {
-    run(false);  // one entry per block (row 0): rows 8..15 are always padding, one loop to compile
-  } else if (has_hi) {
+  if (has_hi)
     run(true);
-  } else {
-    run(false);
-  }
+  else
+    run(false);  // every naive block (one entry, row 0) and every decode block of 8 rows or fewer
 
   // The warps' partial sums as [warp][token][column] (rows padded to kPartRow floats: the
   // epilogue's float2 reads of 16 lanes fall on 32 distinct banks), then the epilogue warps add
@@ -620,7 +617,6 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     using Cfg = wk::gemm::Tile<T, kBM, kBN, static_cast<int>(S::WARPS), static_cast<int>(S::STAGES)>;
     constexpr int kThreads = Cfg::kThreads;
     constexpr int kMI = Cfg::kMI, kNI = Cfg::kNI;
-    constexpr bool kNaive = S::sorted_token_ids_none;
     constexpr bool kHasBias = !S::bias_none;
     constexpr bool kMulWeight = !S::topk_weights_none;
     const int kNumPidN = (kN + kBN - 1) / kBN;
@@ -637,7 +633,6 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
     static_assert(S::BLOCK_K == kBK, "nvfp4_moe: BLOCK_K is one 128-byte row of activations (64 elements)");
     static_assert(kStageBytes % 16 == 0, "nvfp4_moe: stages keep 16-byte alignment");
-    static_assert(!kNaive || S::num_tokens_post_padded_none, "nvfp4_moe: the naive layout has no padded count");
 
     extern __shared__ __align__(128) char smem[];
     char* decoded = smem + kDecodedOff;                                          // [kBN] rows of 128 bytes
@@ -651,15 +646,16 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
     const int n0 = pid_n * kBN;
 
+    const bool naive = S::sorted_token_ids_none || sorted_token_ids == nullptr;  // at run time, as above
     long long em_v = 0;
-    if constexpr (!kNaive) {
+    if (!naive) {
       em_v = WARMKEY_INT(S, em);
       if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
     }
     const long long e = wk::to_index(__ldg(expert_ids + pid_m));
 
     for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
-    wk::expert::load_entries<kNaive, kBM, kThreads>(s_entry, sorted_token_ids, pid_m, em_v, nv, tid);
+    wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, naive, pid_m, em_v, nv, tid);
     __syncthreads();
 
     if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros
