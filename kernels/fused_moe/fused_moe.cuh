@@ -325,8 +325,8 @@ __global__ void __launch_bounds__(32 * S::WARPS, 1)
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   if constexpr (S::WARPS == 12)
     fused_moe_ws<S>(a, b, c, bias, a_scale, b_scale, topk_weights, sorted_token_ids, expert_ids, num_tokens_post_padded,
-                    em, num_valid, num_experts, stride_am, stride_cm, stride_bias, size_n, size_k, top_k_arg, group_m_arg,
-                    b_map);
+                    em, num_valid, num_experts, stride_am, stride_cm, stride_bias, size_n, size_k, top_k_arg,
+                    group_m_arg, b_map);
   else
     fused_moe_mma<S>(a, b, c, bias, a_scale, b_scale, topk_weights, sorted_token_ids, expert_ids,
                      num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_be, stride_bn, stride_cm,

@@ -593,7 +593,8 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
                      typename S::stride_bias_t stride_bias, typename S::size_n_t size_n, typename S::size_k_t size_k,
                      typename S::top_k_t top_k_arg, typename S::group_m_t group_m_arg) {
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
-  static_assert(S::WARPS == 12 || S::GROUP_M != 0, "nvfp4_moe: only the warp-specialised tile takes GROUP_M at run time");
+  static_assert(S::WARPS == 12 || S::GROUP_M != 0,
+                "nvfp4_moe: only the warp-specialised tile takes GROUP_M at run time");
   static_assert(S::BLOCK_K != wk::nvfp4::kStreamK || (S::N != 0 && S::K != 0 && S::TOP_K != 0),
                 "nvfp4_moe: the streaming tile takes N, K and TOP_K as constants");
   if constexpr (S::WARPS == 12) {
