@@ -381,15 +381,11 @@ LaunchSpec sorted_launch(const SortedLayoutArgs& l, std::int64_t num_valid, std:
 
 void add_tile_constexprs(LaunchSpec& s, std::int64_t n, std::int64_t k, std::int64_t top_k, const FusedMoeTile& tile,
                          bool sizes_constexpr) {
-  const std::pair<std::string_view, std::int64_t> values[] = {{"N", sizes_constexpr ? n : 0},
-                                                              {"K", sizes_constexpr ? k : 0},
-                                                              {"TOP_K", sizes_constexpr ? top_k : 0},
-                                                              {"BLOCK_M", tile.block_m},
-                                                              {"BLOCK_N", tile.block_n},
-                                                              {"BLOCK_K", tile.block_k},
-                                                              {"GROUP_M", warp_specialised(tile) ? 0 : tile.group_m},
-                                                              {"WARPS", tile.warps},
-                                                              {"STAGES", tile.stages}};
+  const std::int64_t group_m = warp_specialised(tile) ? 0 : tile.group_m;  // the ws tile: read at run time
+  const std::pair<std::string_view, std::int64_t> values[] = {
+      {"N", sizes_constexpr ? n : 0}, {"K", sizes_constexpr ? k : 0}, {"TOP_K", sizes_constexpr ? top_k : 0},
+      {"BLOCK_M", tile.block_m},      {"BLOCK_N", tile.block_n},      {"BLOCK_K", tile.block_k},
+      {"GROUP_M", group_m},           {"WARPS", tile.warps},          {"STAGES", tile.stages}};
   for (const auto& [name, v] : values) s.constant(name, v);  // names: string literals, as LaunchSpec needs
 }
 
