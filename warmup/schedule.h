@@ -27,8 +27,9 @@ std::size_t auto_batch(std::size_t keys, int jobs);
 double estimated_key_cost(const KernelDef& def);
 
 // Packs keys, given by their kernel, into programs of one kernel each: a kernel's n keys go
-// round-robin into programs whose sizes differ by at most one (neighbouring variants, which often
-// differ in cost, land in different programs). With `batch` > 0: ceil(n / batch) programs. With
+// boustrophedon into programs whose sizes differ by at most one (each run of `count` neighbouring
+// keys lands in `count` different programs, every other run in reverse order: variants that
+// alternate in cost are spread evenly). With `batch` > 0: ceil(n / batch) programs. With
 // `batch` 0: programs of about total estimated cost / ceil(keys / auto_batch(keys, jobs)) each (as
 // many programs as equal batches would make), at least ceil(n / kMaxBatch) and at most n of them
 // (one job: ceil(n / kMaxBatch)), so a dear kernel is spread over more programs than a cheap one. Returns the indices

@@ -98,16 +98,34 @@ TEST(Schedule, programsComeLongestFirstAndKeepEveryJobBusy) {
   programs = schedule_programs(kernels, 2, 0);
   EXPECT_GE(programs.size(), 6U);
   EXPECT_LE(programs.size(), 10U);
-  // Round-robin: neighbouring keys of one kernel (in that kernel's own order) go to different
-  // programs when the kernel has more than one.
+  // Boustrophedon: each run of `count` neighbouring keys of one kernel (in that kernel's own order;
+  // count = its programs) lands in `count` different programs.
   std::map<std::size_t, std::size_t> rank;  // key index -> its position among its kernel's keys
   std::map<const KernelDef*, std::size_t> seen;
   for (std::size_t i = 0; i < kernels.size(); ++i) rank[i] = seen[kernels[i]]++;
   std::map<const KernelDef*, std::size_t> programs_of;
   for (const auto& p : programs) ++programs_of[kernels[p[0]]];
+  std::map<std::pair<const KernelDef*, std::size_t>, std::set<const std::vector<std::size_t>*>> run_programs;
   for (const auto& p : programs) {
-    ASSERT_GT(programs_of[kernels[p[0]]], 1U);
-    for (std::size_t j = 1; j < p.size(); ++j) EXPECT_GT(rank[p[j]] - rank[p[j - 1]], 1U);
+    const std::size_t count = programs_of[kernels[p[0]]];
+    ASSERT_GT(count, 1U);
+    for (std::size_t i : p)
+      EXPECT_TRUE(run_programs[std::make_pair(kernels[i], rank[i] / count)].insert(&p).second) << i;
+  }
+}
+
+// A kernel whose keys alternate between a dear and a cheap variant (dsv4_topk's warp and thread
+// paths, as a plan lists them) spread over an even number of programs: each program gets as many
+// of one variant as of the other (round-robin put every dear key into one program of two).
+TEST(Schedule, alternatingVariantsSplitEvenlyOverThePrograms) {
+  const std::vector<const KernelDef*> kernels(8, &kSmall);  // variants: even index dear, odd cheap
+  for (std::size_t batch : {std::size_t{2}, std::size_t{4}}) {
+    const auto programs = schedule_programs(kernels, 2, batch);
+    ASSERT_EQ(programs.size() % 2, 0U) << batch;
+    for (const auto& p : programs) {
+      const auto dear = std::count_if(p.begin(), p.end(), [](std::size_t i) { return i % 2 == 0; });
+      EXPECT_EQ(2 * static_cast<std::size_t>(dear), p.size()) << "batch " << batch;
+    }
   }
 }
 
