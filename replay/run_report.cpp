@@ -112,7 +112,7 @@ json RunKernelRow::to_json() const {
            {"disk_hits", disk_hits},
            {"bundle_hits", bundle_hits},
            {"failed", failed},
-           {"seconds", compile_seconds},
+           {"ready_seconds", ready_seconds},
            {"failures", warmup_failures}}},
          {"verify",
           {{"verified", verified},
@@ -196,13 +196,13 @@ std::string RunReport::to_text() const {
   if (!mutant.empty()) os << ", MUTANT " << mutant;
   os << "\n\n";
   os << std::left << "  " << std::setw(21) << "kernel" << std::right << std::setw(6) << "keys" << std::setw(9)
-     << "compiled" << std::setw(7) << "hits" << std::setw(10) << "compile s" << std::setw(8) << "cases" << std::setw(7)
+     << "compiled" << std::setw(7) << "hits" << std::setw(10) << "ready s" << std::setw(8) << "cases" << std::setw(7)
      << "viol." << std::setw(10) << "launches" << std::setw(9) << "rt comp." << std::setw(10) << "numerics"
      << "  verdict\n";
   for (const auto& k : kernels) {
     os << std::left << "  " << std::setw(21) << k.kernel << std::right << std::setw(6) << k.jit_keys << std::setw(9)
        << k.compiled << std::setw(7) << (k.l1_hits + k.disk_hits + k.bundle_hits) << std::setw(10)
-       << fixed(k.compile_seconds) << std::setw(8) << k.cases << std::setw(7) << k.violations << std::setw(10)
+       << fixed(k.ready_seconds) << std::setw(8) << k.cases << std::setw(7) << k.violations << std::setw(10)
        << k.replay.launches << std::setw(9) << k.replay.runtime_compiles << std::setw(10)
        << numerics_cell(k, replay.gpu) << "  " << k.verdict() << '\n';
   }
@@ -265,7 +265,7 @@ std::string RunReport::to_text() const {
 std::string RunReport::to_junit() const {
   std::vector<JunitCase> warm, ver, rep, num;
   for (const auto& k : kernels) {
-    JunitCase w{k.kernel, k.compile_seconds, k.warmup_failures, ""};
+    JunitCase w{k.kernel, k.ready_seconds, k.warmup_failures, ""};
     if (!k.warmup_ok() && w.failures.empty()) w.failures.push_back(str_cat(k.failed, " keys failed to compile"));
     warm.push_back(std::move(w));
 

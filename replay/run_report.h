@@ -20,7 +20,7 @@ struct RunKernelRow {
   std::size_t compile_keys = 0;  // distinct CompileKeys
   std::size_t jit_keys = 0;      // distinct binaries
   std::size_t compiled = 0, l1_hits = 0, disk_hits = 0, bundle_hits = 0, failed = 0;
-  double compile_seconds = 0;
+  double ready_seconds = 0;  // when its last key settled, in seconds since the warmup of every kernel began
   std::vector<std::string> warmup_failures;
   // verify
   bool verified = false;  // the kernel has an input space (spaces/)

@@ -213,6 +213,7 @@ WarmupSummary run_warmup(const Plan& plan, JitRuntime& rt, const WarmupOptions& 
     s.timeline.loaded = began + r.loaded_at;
   }
   s.failures = r.failures;
+  s.per_kernel = r.per_kernel;
   return s;
 }
 
@@ -272,7 +273,17 @@ nlohmann::json WarmupSummary::to_json() const {
           {"batch", batch},
           {"seconds", seconds},
           {"timeline", timeline_json()},
+          {"per_kernel", per_kernel_json()},
           {"failures", failures}};
+}
+
+nlohmann::json WarmupSummary::per_kernel_json() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, k] : per_kernel)
+    out[name] = {{"keys", k.keys},           {"compiled", k.compiled},       {"l1_hits", k.l1_hits},
+                 {"disk_hits", k.disk_hits}, {"bundle_hits", k.bundle_hits}, {"failed", k.failed},
+                 {"settled_s", k.settled_at}};
+  return out;
 }
 
 std::string WarmupSummary::to_text() const {
@@ -307,6 +318,19 @@ void WarmupSummary::add(const WarmupSummary& o) {
   if (o.timeline.context_ready >= 0) timeline.context_ready = o.timeline.context_ready;
   timeline.loaded = o.timeline.loaded;
   failures.insert(failures.end(), o.failures.begin(), o.failures.end());
+  // The archs' warmups run one after another: the other's settle times count from its start.
+  const double offset = seconds - o.seconds;
+  for (const auto& [name, k] : o.per_kernel) {
+    WarmResult::Kernel& mine = per_kernel[name];
+    mine.keys += k.keys;
+    mine.compiled += k.compiled;
+    mine.l1_hits += k.l1_hits;
+    mine.disk_hits += k.disk_hits;
+    mine.bundle_hits += k.bundle_hits;
+    mine.failed += k.failed;
+    mine.settled_at = std::max(mine.settled_at, offset + k.settled_at);
+    mine.failures.insert(mine.failures.end(), k.failures.begin(), k.failures.end());
+  }
 }
 
 }  // namespace warmkey

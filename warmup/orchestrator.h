@@ -1,6 +1,7 @@
 // Plans the warmup keys of every registered kernel for a config and compiles them in parallel.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,9 +67,13 @@ struct WarmupSummary {
     double began = -1, settled = -1, context_ready = -1, loaded = -1, summary_at = -1;
   } timeline;
   std::vector<std::string> failures;
+  // Each kernel's share (WarmResult::Kernel: its keys' outcomes, and when its last key settled, in
+  // seconds since the warmup began); to_json's "per_kernel".
+  std::map<std::string, WarmResult::Kernel> per_kernel;
 
   nlohmann::json to_json() const;
   nlohmann::json timeline_json() const;
+  nlohmann::json per_kernel_json() const;
   std::string to_text() const;
   // Adds the counters, seconds and failures of a summary of the same config for another arch.
   void add(const WarmupSummary& other);

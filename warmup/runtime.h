@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,6 +78,14 @@ struct Lookup {
 };
 
 struct WarmResult {
+  // One kernel's share of a warm() call (its keys' outcomes), and when its last key settled, in
+  // seconds since the call began: a report can give per-kernel figures while every kernel's
+  // programs share the same workers (warmkey run).
+  struct Kernel {
+    std::size_t keys = 0, compiled = 0, l1_hits = 0, disk_hits = 0, bundle_hits = 0, failed = 0;
+    double settled_at = 0;
+    std::vector<std::string> failures;
+  };
   std::size_t keys = 0;      // distinct bound keys asked for
   std::size_t compiled = 0;  // compiled by NVRTC in this call
   std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
@@ -88,6 +97,7 @@ struct WarmResult {
   // Where the call's time went, in seconds since it began: every key settled (compiled, found or
   // failed), the device's context ready (-1: none was created by this call), modules loaded.
   double settled_at = 0, context_at = -1, loaded_at = 0;
+  std::map<std::string, Kernel> per_kernel;  // by kernel name ("?" for a key that names none)
 };
 
 class JitRuntime {

@@ -72,12 +72,24 @@ struct JitRuntime::WarmState {
   void ok(Slot* s, std::size_t WarmResult::*counter) {
     std::lock_guard lock(mu);
     ++(result.*counter);
+    WarmResult::Kernel& k = result.per_kernel[s->bound.kernel->name];
+    // The kernel's counter of the same name as the call's.
+    for (auto [total, own] : {std::pair{&WarmResult::compiled, &WarmResult::Kernel::compiled},
+                              {&WarmResult::l1_hits, &WarmResult::Kernel::l1_hits},
+                              {&WarmResult::disk_hits, &WarmResult::Kernel::disk_hits},
+                              {&WarmResult::bundle_hits, &WarmResult::Kernel::bundle_hits}})
+      if (counter == total) ++(k.*own);
+    k.settled_at = since_start();
     resolved.push_back(s);
     step(s->bound.kernel->name);
   }
   void failed(const std::string& kernel, std::string message) {
     std::lock_guard lock(mu);
     ++result.failed;
+    WarmResult::Kernel& k = result.per_kernel[kernel];
+    ++k.failed;
+    k.failures.push_back(message);
+    k.settled_at = since_start();
     result.failures.push_back(std::move(message));
     step(kernel);
   }
@@ -286,6 +298,7 @@ WarmResult JitRuntime::warm(const std::vector<BoundKey>& keys, int jobs, int bat
       ++no_kernel;
       continue;
     }
+    ++state.result.per_kernel[b.kernel->name].keys;
     auto [slot, owner] = l1_->find_or_insert(b);
     (owner ? owned : claimed).push_back(slot);
   }

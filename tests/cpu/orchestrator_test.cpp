@@ -251,7 +251,20 @@ TEST(WarmupSummary, addSumsTheSummariesOfSeveralArchitectures) {
   b.batch = 1;
   b.failures = {"x"};
   b.failed = 1;
+  a.seconds = 2.0;
+  b.seconds = 1.0;
+  a.per_kernel["k"] = {4, 4, 0, 0, 0, 0, 1.5, {}};
+  b.per_kernel["k"] = {4, 0, 0, 4, 0, 1, 0.25, {"x"}};
   a.add(b);
+  // Per kernel: summed; the second arch's settle time counts from its own start (after the first's
+  // 2 s).
+  const WarmResult::Kernel& k = a.per_kernel.at("k");
+  EXPECT_EQ(k.keys, 8U);
+  EXPECT_EQ(k.compiled, 4U);
+  EXPECT_EQ(k.disk_hits, 4U);
+  EXPECT_EQ(k.failed, 1U);
+  EXPECT_DOUBLE_EQ(k.settled_at, 2.25);
+  EXPECT_EQ(k.failures, std::vector<std::string>{"x"});
   EXPECT_EQ(a.archs, (std::vector<std::string>{"sm_90", "sm_100"}));
   EXPECT_EQ(a.keys, 8U);
   EXPECT_EQ(a.compiled, 4U);
@@ -297,11 +310,16 @@ TEST(WarmupSummary, jsonHasEveryCounter) {
   s.compiled = 7;
   s.disk_hits = 3;
   s.failures = {"boom"};
+  s.per_kernel["moe_align"].keys = 10;
+  s.per_kernel["moe_align"].compiled = 7;
+  s.per_kernel["moe_align"].settled_at = 0.5;
   nlohmann::json j = s.to_json();
   for (const char* f : {"config", "archs", "kernels", "keys", "compiled", "l1_hits", "disk_hits", "bundle_hits",
-                        "failed", "programs", "seconds", "timeline", "failures"}) {
+                        "failed", "programs", "seconds", "timeline", "per_kernel", "failures"}) {
     EXPECT_TRUE(j.contains(f)) << f;
   }
+  EXPECT_EQ(j["per_kernel"]["moe_align"]["compiled"], 7);
+  EXPECT_EQ(j["per_kernel"]["moe_align"]["settled_s"], 0.5);
   EXPECT_EQ(j["config"], "tiny");
   EXPECT_EQ(j["compiled"], 7);
   EXPECT_EQ(j["failures"], nlohmann::json::array({"boom"}));

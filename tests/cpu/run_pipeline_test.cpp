@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <regex>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "tests/support/numeric.h"
 #include "warmup/error.h"
 #include "warmup/runtime.h"
+#include "warmup/schedule.h"
 
 namespace warmkey::replay {
 namespace run_pipeline_test {
@@ -90,6 +92,26 @@ TEST(RunPipeline, secondRunCompilesNothingAndBundleOnAFreshCacheCompilesNothing)
   EXPECT_EQ(first.replay.runtime_compiles, 0u);
   EXPECT_GT(first.verify.cases, 0u);
   EXPECT_TRUE(first.verify.certificate);
+  // One warmup of every kernel, as `warmkey warmup` makes it (the programs warmup/schedule.h makes
+  // for the whole config on 2 jobs; kernel by kernel made more, and left jobs idle between
+  // kernels), its counters shared out to the rows: each key belongs to one kernel's row.
+  {
+    const Plan plan = plan_warmup(equivalence::builtin_registry(), load_config("tiny"), {}, {});
+    std::unordered_set<BoundKey, BoundKeyHash> seen;
+    std::vector<const KernelDef*> kernel_of;
+    for (const auto& e : plan.entries)
+      if (seen.insert(e.bound).second) kernel_of.push_back(e.bound.kernel);
+    EXPECT_EQ(first.warmup.programs, schedule_programs(kernel_of, 2, 0).size());
+  }
+  std::size_t row_keys = 0, row_compiled = 0;
+  for (const auto& k : first.kernels) {
+    row_keys += k.jit_keys;
+    row_compiled += k.compiled;
+    EXPECT_GT(k.ready_seconds, 0.0) << k.kernel;
+    EXPECT_LE(k.ready_seconds, first.warmup.seconds) << k.kernel;
+  }
+  EXPECT_EQ(row_keys, first.warmup.keys);
+  EXPECT_EQ(row_compiled, first.warmup.compiled);
 
   const RunReport second = run_pipeline(equivalence::builtin_registry(), tiny_options(cache));
   ASSERT_TRUE(second.ok()) << second.to_text();
@@ -219,6 +241,7 @@ TEST(RunReport, jsonHasTheDocumentedFields) {
   for (const char* path :
        {"/config", "/warmup/keys", "/warmup/compiled", "/warmup/disk_hits", "/warmup/bundle_hits", "/warmup/seconds",
         "/verify/cases", "/verify/violations", "/replay/batches", "/replay/launches", "/replay/runtime_compiles",
+        "/kernels/0/warmup/ready_seconds",
         "/gpu/available", "/gpu/checked", "/gpu/mismatches", "/ok", "/kernels/0/verdict"})
     EXPECT_TRUE(j.contains(nlohmann::json::json_pointer(path))) << path;
   EXPECT_FALSE(j.at("ok").get<bool>());
