@@ -238,11 +238,10 @@ TEST(RunReport, junitHasOneSuitePerPhaseAndOneCasePerKernel) {
 
 TEST(RunReport, jsonHasTheDocumentedFields) {
   const nlohmann::json j = sample_report(true).to_json();
-  for (const char* path :
-       {"/config", "/warmup/keys", "/warmup/compiled", "/warmup/disk_hits", "/warmup/bundle_hits", "/warmup/seconds",
-        "/verify/cases", "/verify/violations", "/replay/batches", "/replay/launches", "/replay/runtime_compiles",
-        "/kernels/0/warmup/ready_seconds",
-        "/gpu/available", "/gpu/checked", "/gpu/mismatches", "/ok", "/kernels/0/verdict"})
+  for (const char* path : {"/config", "/warmup/keys", "/warmup/compiled", "/warmup/disk_hits", "/warmup/bundle_hits",
+                           "/warmup/seconds", "/verify/cases", "/verify/violations", "/replay/batches",
+                           "/replay/launches", "/replay/runtime_compiles", "/kernels/0/warmup/ready_seconds",
+                           "/gpu/available", "/gpu/checked", "/gpu/mismatches", "/ok", "/kernels/0/verdict"})
     EXPECT_TRUE(j.contains(nlohmann::json::json_pointer(path))) << path;
   EXPECT_FALSE(j.at("ok").get<bool>());
   EXPECT_TRUE(sample_report(false).to_json().at("ok").get<bool>());
