@@ -20,8 +20,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 bool is_embedded(const std::string& ref) { return embedded_configs().contains(ref + ".json"); }
 
-// The one warmup of every kernel: each row takes its kernel's share (its keys' outcomes; compile
-// seconds = when its last key settled, since the warmup began), the total the whole.
+// The one warmup of every kernel: each row takes its kernel's share (its keys' outcomes;
+// ready_seconds = when its last key settled, since the warmup began), the total the whole.
 void add_warmup(std::vector<RunKernelRow>& rows, const WarmupSummary& s, RunWarmup& total) {
   std::size_t attributed = 0;  // failures of the warmup that a row took
   for (RunKernelRow& row : rows) {
