@@ -39,18 +39,40 @@ __device__ __forceinline__ void group_m_coords(int num_pid_n, int& pid_m, int& p
   pid_n = (pid % (kGroupM * num_pid_n)) / group_size;
 }
 
-// s_entry[r], r < BM: the entry of row r of m-block pid_m, -1 for padding. `naive` is uniform: the
-// layout is a run-time fact (sorted_token_ids null), so both layouts share a binary.
+// The m-block's place in the layout. The naive layout is a run-time fact (sorted_token_ids null;
+// num_tokens_post_padded is null with it), so both layouts share a binary; `naive_spec` is the
+// Spec's compile-time none. em is read only in the sorted layout. False for a sorted-layout block
+// past num_tokens_post_padded: it has nothing to do.
+struct MBlock {
+  bool naive;
+  long long em;
+  long long expert;
+};
+template <int kBM, class Ids, class Count, class Eid>
+__device__ __forceinline__ bool m_block(MBlock& b, bool naive_spec, long long em, const Ids* sorted_token_ids,
+                                        const Count* num_tokens_post_padded, const Eid* expert_ids, int pid_m) {
+  b.naive = naive_spec || sorted_token_ids == nullptr;
+  b.em = 0;
+  if (!b.naive) {
+    b.em = em;
+    if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return false;
+  }
+  b.expert = wk::to_index(__ldg(expert_ids + pid_m));
+  return true;
+}
+
+// s_entry[r], r < BM: the entry of row r of m-block pid_m, -1 for padding. The block's layout is
+// uniform (m_block).
 template <int kBM, int kThreads, class Ids>
-__device__ __forceinline__ void load_entries(int* s_entry, const Ids* sorted_token_ids, bool naive, int pid_m,
-                                             long long em_v, long long nv, int tid) {
+__device__ __forceinline__ void load_entries(int* s_entry, const Ids* sorted_token_ids, const MBlock& b, int pid_m,
+                                             long long nv, int tid) {
   for (int r = tid; r < kBM; r += kThreads) {
     long long entry;
-    if (naive) {
+    if (b.naive) {
       entry = r == 0 ? pid_m : nv;
     } else {
       const long long pos = static_cast<long long>(pid_m) * kBM + r;
-      entry = pos < em_v ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
+      entry = pos < b.em ? static_cast<long long>(__ldg(sorted_token_ids + pos)) : nv;
     }
     s_entry[r] = entry >= 0 && entry < nv ? static_cast<int>(entry) : -1;
   }

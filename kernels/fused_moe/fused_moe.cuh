@@ -209,17 +209,14 @@ __device__ __forceinline__ void fused_moe_mma(
   wk::expert::group_m_coords<kGroupM>(num_pid_n, pid_m, pid_n);
   const int n0 = pid_n * kBN;
 
-  // The naive layout: sorted_token_ids (and num_tokens_post_padded) null at run time, one binary for
-  // both layouts (Param::null_at_run_time; the contract pairs the two).
-  const bool naive = S::sorted_token_ids_none || sorted_token_ids == nullptr;
-  long long em_v = 0;
-  if (!naive) {
-    em_v = WARMKEY_INT(S, em);
-    if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
-  }
-  const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+  // One binary for both layouts (Param::null_at_run_time; the contract pairs the two nulls).
+  wk::expert::MBlock mb;
+  if (!wk::expert::m_block<kBM>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                num_tokens_post_padded, expert_ids, pid_m))
+    return;
+  const long long e = mb.expert;
 
-  wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, naive, pid_m, em_v, nv, tid);
+  wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, mb, pid_m, nv, tid);
   __syncthreads();
 
   if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros

@@ -221,14 +221,12 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
   const int n0 = pid_n * kBN;
 
-  // The naive layout: sorted_token_ids null at run time (both layouts share the binary).
-  const bool naive = S::sorted_token_ids_none || sorted_token_ids == nullptr;
-  long long em_v = 0;
-  if (!naive) {
-    em_v = WARMKEY_INT(S, em);
-    if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
-  }
-  const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+  // Both layouts share the binary (m_block).
+  wk::expert::MBlock mb;
+  if (!wk::expert::m_block<kBM>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                num_tokens_post_padded, expert_ids, pid_m))
+    return;
+  const long long e = mb.expert;
   const bool local = e >= 0 && e < static_cast<long long>(num_experts);
 
   // The warp's prefetch buffer: piece j of lane l at j * 512 + 16 l (16 packed bytes of weight row
@@ -270,7 +268,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       *reinterpret_cast<uint4*>(row + nv4::kScaleCol + 4 * copy) = s4;
     }
   }
-  wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, naive, pid_m, em_v, nv, tid);
+  wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, mb, pid_m, nv, tid);
   __syncthreads();
 
   if (!local) {  // not a local expert: zeros
@@ -647,16 +645,14 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
     const int n0 = pid_n * kBN;
 
-    const bool naive = S::sorted_token_ids_none || sorted_token_ids == nullptr;  // at run time, as above
-    long long em_v = 0;
-    if (!naive) {
-      em_v = WARMKEY_INT(S, em);
-      if (static_cast<long long>(pid_m) * kBM >= static_cast<long long>(__ldg(num_tokens_post_padded))) return;
-    }
-    const long long e = wk::to_index(__ldg(expert_ids + pid_m));
+    wk::expert::MBlock mb;  // both layouts share the binary, as above
+    if (!wk::expert::m_block<kBM>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                  num_tokens_post_padded, expert_ids, pid_m))
+      return;
+    const long long e = mb.expert;
 
     for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
-    wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, naive, pid_m, em_v, nv, tid);
+    wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, mb, pid_m, nv, tid);
     __syncthreads();
 
     if (e < 0 || e >= static_cast<long long>(num_experts)) {  // not a local expert: zeros
