@@ -320,17 +320,7 @@ void WarmupSummary::add(const WarmupSummary& o) {
   failures.insert(failures.end(), o.failures.begin(), o.failures.end());
   // The archs' warmups run one after another: the other's settle times count from its start.
   const double offset = seconds - o.seconds;
-  for (const auto& [name, k] : o.per_kernel) {
-    WarmResult::Kernel& mine = per_kernel[name];
-    mine.keys += k.keys;
-    mine.compiled += k.compiled;
-    mine.l1_hits += k.l1_hits;
-    mine.disk_hits += k.disk_hits;
-    mine.bundle_hits += k.bundle_hits;
-    mine.failed += k.failed;
-    mine.settled_at = std::max(mine.settled_at, offset + k.settled_at);
-    mine.failures.insert(mine.failures.end(), k.failures.begin(), k.failures.end());
-  }
+  for (const auto& [name, k] : o.per_kernel) per_kernel[name].add(k, offset);
 }
 
 }  // namespace warmkey

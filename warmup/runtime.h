@@ -85,6 +85,8 @@ struct WarmResult {
     std::size_t keys = 0, compiled = 0, l1_hits = 0, disk_hits = 0, bundle_hits = 0, failed = 0;
     double settled_at = 0;
     std::vector<std::string> failures;
+    // Another warmup's share of the same kernel, run `offset` seconds after this one began.
+    void add(const Kernel& o, double offset);
   };
   std::size_t keys = 0;      // distinct bound keys asked for
   std::size_t compiled = 0;  // compiled by NVRTC in this call
