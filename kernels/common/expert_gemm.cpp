@@ -343,17 +343,19 @@ std::vector<ConstParam> tile_constexpr_params() {
 }
 
 std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std::initializer_list<Param> strides,
-                                      std::initializer_list<Param> tail) {
+                                      NaiveLayout naive, std::initializer_list<Param> tail) {
   using param::in;
   using param::integer;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
   constexpr auto kNoAlign = Specialize::do_not_specialize_on_alignment;
   std::vector<Param> p(operands);
-  // sorted_token_ids and num_tokens_post_padded are null in the naive layout, tested at run time:
-  // both layouts of a tile share its binary (the CompileKey keeps `naive`).
-  for (Param q : {param::in_or_null("topk_weights", DType::f32, kNoSpec),
-                  param::in_or_null("sorted_token_ids", DType::i32, kNoSpec), in("expert_ids", kNoSpec),
-                  param::in_or_null("num_tokens_post_padded", DType::i32, kNoSpec), integer("em", kNoAlign),
+  // sorted_token_ids and num_tokens_post_padded are absent in the naive layout: null pointers
+  // tested at run time, or the Spec's constant (the CompileKey keeps `naive` either way).
+  const auto layout = [naive](const char* name) {
+    return naive == NaiveLayout::run_time ? param::in_or_null(name, DType::i32, kNoSpec) : in(name, kNoSpec);
+  };
+  for (Param q : {param::in_or_null("topk_weights", DType::f32, kNoSpec), layout("sorted_token_ids"),
+                  in("expert_ids", kNoSpec), layout("num_tokens_post_padded"), integer("em", kNoAlign),
                   integer("num_valid", kNoAlign), integer("num_experts", kNoSpec)})
     p.push_back(std::move(q));
   p.insert(p.end(), strides.begin(), strides.end());

@@ -170,9 +170,14 @@ void zip_layout_rows(KeySpace& space, const std::vector<LayoutBucket>& buckets, 
 std::vector<ConstParam> tile_constexpr_params();
 // A sorted-layout GEMM's parameters: `operands`, then topk_weights (null when absent) and the
 // layout's (add_layout_launch_args: sorted_token_ids .. num_experts), `strides`, the output's
-// (add_output_launch_args: stride_cm .. group_m) and `tail`, in that order.
+// (add_output_launch_args: stride_cm .. group_m) and `tail`, in that order. How the naive layout
+// (sorted_token_ids and num_tokens_post_padded absent) reaches the kernel:
+enum class NaiveLayout {
+  run_time,     // null pointers tested per block: both layouts of a tile share its binary
+  compile_time  // a Spec constant (`sorted_token_ids_none`): a binary per layout
+};
 std::vector<Param> sorted_gemm_params(std::initializer_list<Param> operands, std::initializer_list<Param> strides,
-                                      std::initializer_list<Param> tail = {});
+                                      NaiveLayout naive, std::initializer_list<Param> tail = {});
 
 // ---- warmup inputs and launch ----------------------------------------------------------------------
 

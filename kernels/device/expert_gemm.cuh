@@ -39,19 +39,19 @@ __device__ __forceinline__ void group_m_coords(int num_pid_n, int& pid_m, int& p
   pid_n = (pid % (kGroupM * num_pid_n)) / group_size;
 }
 
-// The m-block's place in the layout. The naive layout is a run-time fact (sorted_token_ids null;
-// num_tokens_post_padded is null with it), so both layouts share a binary; `naive_spec` is the
-// Spec's compile-time none. em is read only in the sorted layout. False for a sorted-layout block
-// past num_tokens_post_padded: it has nothing to do.
+// The m-block's place in the layout. `naive_spec` is the Spec's constant (sorted_token_ids_none);
+// with `kNullAtRunTime` (NaiveLayout::run_time) a null sorted_token_ids (num_tokens_post_padded is
+// null with it) is the naive layout too, so both layouts share a binary. em is read only in the
+// sorted layout. False for a sorted-layout block past num_tokens_post_padded: nothing to do.
 struct MBlock {
   bool naive;
   long long em;
   long long expert;
 };
-template <int kBM, class Ids, class Count, class Eid>
+template <int kBM, bool kNullAtRunTime, class Ids, class Count, class Eid>
 __device__ __forceinline__ bool m_block(MBlock& b, bool naive_spec, long long em, const Ids* sorted_token_ids,
                                         const Count* num_tokens_post_padded, const Eid* expert_ids, int pid_m) {
-  b.naive = naive_spec || sorted_token_ids == nullptr;
+  b.naive = naive_spec || (kNullAtRunTime && sorted_token_ids == nullptr);
   b.em = 0;
   if (!b.naive) {
     b.em = em;

@@ -259,7 +259,7 @@ const KernelDef& FusedMoe::kernel_def() {
                     {in("a", kNoAlign), in("b"), out("c", kNoAlign), in("bias", kNoSpec), in("a_scale", kNoSpec),
                      in("b_scale", kNoSpec)},
                     {integer("stride_am", kNoSpec), integer("stride_be", kNoSpec), integer("stride_bn", kNoSpec)},
-                    {param::tensor_map("b_map")}),
+                    expert_gemm::NaiveLayout::run_time, {param::tensor_map("b_map")}),
                 &kernel_sources()});
   return def;
 }

@@ -211,8 +211,8 @@ __device__ __forceinline__ void fused_moe_mma(
 
   // One binary for both layouts (Param::null_at_run_time; the contract pairs the two nulls).
   wk::expert::MBlock mb;
-  if (!wk::expert::m_block<kBM>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
-                                num_tokens_post_padded, expert_ids, pid_m))
+  if (!wk::expert::m_block<kBM, true>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                      num_tokens_post_padded, expert_ids, pid_m))
     return;
   const long long e = mb.expert;
 

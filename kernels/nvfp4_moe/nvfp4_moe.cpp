@@ -92,7 +92,7 @@ const KernelDef& Nvfp4Moe::kernel_def() {
       std::string(kName), "nvfp4_moe/nvfp4_moe.cuh", "nvfp4_moe_kernel", expert_gemm::tile_constexpr_params(),
       expert_gemm::sorted_gemm_params({in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec),
                                        out("c", kNoAlign), in("bias", kNoSpec)},
-                                      {param::integer("stride_am", kNoSpec)}),
+                                      {param::integer("stride_am", kNoSpec)}, expert_gemm::NaiveLayout::compile_time),
       &kernel_sources()});
   return def;
 }
@@ -209,10 +209,10 @@ LaunchSpec Nvfp4Moe::launch_spec(const Args& a) const {
   const std::int64_t n = a.b.size(1), k = a.a.size(1);
   const std::int64_t num_valid = a.a.size(0) * a.top_k;
   LaunchSpec s = expert_gemm::sorted_launch(a, num_valid, n, tile, nvfp4_moe_shared_bytes(tile));
-  // The warp-specialised and staged tiles read N, K and TOP_K at run time (0 in the key: W13 and
-  // W2 share each binary, an NVRTC compile fewer per tile); the streaming (decode) tile keeps them
-  // as constexprs: it is the tile nearest its roofline, and run-time values there are not measured.
-  expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, tile.block_k == kStreamBlockK);
+  // The warp-specialised tile reads N, K and TOP_K at run time (0 in the key: W13 and W2 share one
+  // binary, an NVRTC compile fewer); the staged and streaming tiles keep them as constexprs. Read
+  // at run time, they cost the staged 64 x 128 tile 19 % at T = 2,048 (H100, docs/PERFORMANCE.md).
+  expert_gemm::add_tile_constexprs(s, n, k, a.top_k, tile, !warp_specialised(tile));
   s.ptr("a", a.a)
       .ptr("b", a.b)
       .ptr("b_scale", a.b_scale)

@@ -221,10 +221,11 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
   const int n0 = pid_n * kBN;
 
-  // Both layouts share the binary (m_block).
+  // The layout is the Spec's constant (NaiveLayout::compile_time): sharing one binary with a
+  // run-time test cost the naive decode blocks 25 % at T = 1 (H100, docs/PERFORMANCE.md).
   wk::expert::MBlock mb;
-  if (!wk::expert::m_block<kBM>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
-                                num_tokens_post_padded, expert_ids, pid_m))
+  if (!wk::expert::m_block<kBM, false>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                       num_tokens_post_padded, expert_ids, pid_m))
     return;
   const long long e = mb.expert;
   const bool local = e >= 0 && e < static_cast<long long>(num_experts);
@@ -352,10 +353,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       }
     }
   };
-  if (has_hi)
+  if (!S::sorted_token_ids_none && has_hi)
     run(true);
   else
-    run(false);  // every naive block (one entry, row 0) and every decode block of 8 rows or fewer
+    run(false);  // every naive block (one entry, row 0: one loop to compile) and every block of 8 rows or fewer
 
   // The warps' partial sums as [warp][token][column] (rows padded to kPartRow floats: the
   // epilogue's float2 reads of 16 lanes fall on 32 distinct banks), then the epilogue warps add
@@ -645,9 +646,9 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
     const int n0 = pid_n * kBN;
 
-    wk::expert::MBlock mb;  // both layouts share the binary, as above
-    if (!wk::expert::m_block<kBM>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
-                                  num_tokens_post_padded, expert_ids, pid_m))
+    wk::expert::MBlock mb;  // the layout is the Spec's constant, as above
+    if (!wk::expert::m_block<kBM, false>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                         num_tokens_post_padded, expert_ids, pid_m))
       return;
     const long long e = mb.expert;
 

@@ -29,14 +29,15 @@ namespace key_folding_test {
 // count_expert_tokens' numel), or a field that is no template parameter of the binary (dsv4_topk's
 // launch_pdl and has_padding; fused_moe's n, k, top_k (run-time arguments) and mul_routed_weight
 // (Param::null_at_run_time), and nvfp4_moe's for its warp-specialised tile; the warp-specialised tile's
-// group_m (a run-time argument of fused_moe and nvfp4_moe); their naive layout (sorted_token_ids and
-// num_tokens_post_padded null at run time, Param::null_at_run_time); pointer alignments tested at run time
+// group_m (a run-time argument of fused_moe and nvfp4_moe); fused_moe's naive layout (sorted_token_ids
+// and num_tokens_post_padded null at run time, Param::null_at_run_time; nvfp4_moe's is a constant,
+// NaiveLayout::compile_time); pointer alignments tested at run time
 // (moe_mul_sum, swiglu_limit, dsv4_topk's logits); moe_align's block_m; the block size read from blockDim,
 // KernelDef::block_at_run_time: count_expert_tokens' block_size).
 const std::map<std::string, std::set<std::string>>& folded() {
   static const std::map<std::string, std::set<std::string>> f = {
       {"fused_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m", "naive"}},
-      {"nvfp4_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m", "naive"}},
+      {"nvfp4_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m"}},
       {"moe_mul_sum", {"num_tokens", "x_aligned", "out_aligned"}},
       {"swiglu_limit", {"num_rows", "in_aligned", "out_aligned"}},
       {"compute_identity", {"num_tokens"}},
@@ -85,11 +86,11 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash-fp8", "fused_moe", 36, 5},
       {"dsv4-flash-fp8", nullptr, 178, 27},  // fp8_quant: 4 keys, 4 JitKeys
       {"dsv4-flash-f16", "fused_moe", 36, 4},
-      {"dsv4-flash-f16", "nvfp4_moe", 36, 5},  // W13 and W2 share the staged and warp-specialised binaries
+      {"dsv4-flash-f16", "nvfp4_moe", 36, 9},  // W13 and W2 share the warp-specialised binary only
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 222, 35},
-      {"dsv4-flash-nvfp4", "nvfp4_moe", 36, 5},
-      {"dsv4-flash-nvfp4", nullptr, 174, 23},
+      {"dsv4-flash-f16", nullptr, 222, 39},
+      {"dsv4-flash-nvfp4", "nvfp4_moe", 36, 9},  // naive and sorted: a binary each
+      {"dsv4-flash-nvfp4", nullptr, 174, 27},
       {"tiny", "lora_moe", 32, 20},
       {"tiny", nullptr, 166, 43},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
