@@ -302,13 +302,8 @@ std::string WarmupSummary::to_text() const {
 
 void WarmupSummary::add(const WarmupSummary& o) {
   archs.insert(archs.end(), o.archs.begin(), o.archs.end());
+  WarmCounts::operator+=(o);
   compile_keys += o.compile_keys;
-  keys += o.keys;
-  compiled += o.compiled;
-  l1_hits += o.l1_hits;
-  disk_hits += o.disk_hits;
-  bundle_hits += o.bundle_hits;
-  failed += o.failed;
   programs += o.programs;
   batch = std::max(batch, o.batch);
   seconds += o.seconds;

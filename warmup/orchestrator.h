@@ -41,16 +41,12 @@ struct WarmupOptions {
   ProgressMode progress = ProgressMode::automatic;
 };
 
-struct WarmupSummary {
+struct WarmupSummary : WarmCounts {  // keys: distinct JIT keys handed to the runtime
   std::string config;
   std::vector<std::string> archs;  // the architectures compiled for (one per add()ed summary)
   std::size_t kernels = 0;
   std::vector<std::string> kernel_names;
-  std::size_t compile_keys = 0;  // plan entries (distinct CompileKeys)
-  std::size_t keys = 0;          // distinct JIT keys handed to the runtime
-  std::size_t compiled = 0;
-  std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
-  std::size_t failed = 0;
+  std::size_t compile_keys = 0;  // plan entries (distinct CompileKeys); WarmCounts::keys: distinct JIT keys
   std::size_t programs = 0;
   int jobs = 0, batch = 0;          // as used (after choosing defaults)
   std::string workers = "threads";  // where NVRTC ran: "threads" or "processes" (CompileWorkers)

@@ -77,21 +77,23 @@ struct Lookup {
   HitSource origin = HitSource::memory;
 };
 
-struct WarmResult {
+// Key outcomes of a warmup, or of one kernel's share of it: distinct keys asked for, and how each
+// settled (compiled by NVRTC in this call, found in memory, on disk or in a bundle, or failed).
+struct WarmCounts {
+  std::size_t keys = 0, compiled = 0, l1_hits = 0, disk_hits = 0, bundle_hits = 0, failed = 0;
+  WarmCounts& operator+=(const WarmCounts& o);
+};
+
+struct WarmResult : WarmCounts {  // keys: distinct bound keys asked for
   // One kernel's share of a warm() call (its keys' outcomes), and when its last key settled, in
   // seconds since the call began: a report can give per-kernel figures while every kernel's
   // programs share the same workers (warmkey run).
-  struct Kernel {
-    std::size_t keys = 0, compiled = 0, l1_hits = 0, disk_hits = 0, bundle_hits = 0, failed = 0;
+  struct Kernel : WarmCounts {
     double settled_at = 0;
     std::vector<std::string> failures;
     // Another warmup's share of the same kernel, run `offset` seconds after this one began.
     void add(const Kernel& o, double offset);
   };
-  std::size_t keys = 0;      // distinct bound keys asked for
-  std::size_t compiled = 0;  // compiled by NVRTC in this call
-  std::size_t l1_hits = 0, disk_hits = 0, bundle_hits = 0;
-  std::size_t failed = 0;
   std::size_t programs = 0;                          // NVRTC programs run
   std::size_t from_other_process = 0;                // disk hits another process compiled while we waited for its lock
   CompileWorkers workers = CompileWorkers::threads;  // where NVRTC ran (threads or processes)

@@ -110,13 +110,18 @@ struct JitRuntime::WarmState {
 
 // Claims each key's cross-process lock without waiting: a key another process holds is deferred;
 // a key it stored meanwhile is a disk hit; the rest is compiled here, its locks held until stored.
-void WarmResult::Kernel::add(const Kernel& o, double offset) {
+WarmCounts& WarmCounts::operator+=(const WarmCounts& o) {
   keys += o.keys;
   compiled += o.compiled;
   l1_hits += o.l1_hits;
   disk_hits += o.disk_hits;
   bundle_hits += o.bundle_hits;
   failed += o.failed;
+  return *this;
+}
+
+void WarmResult::Kernel::add(const Kernel& o, double offset) {
+  WarmCounts::operator+=(o);
   settled_at = std::max(settled_at, offset + o.settled_at);
   failures.insert(failures.end(), o.failures.begin(), o.failures.end());
 }
