@@ -108,8 +108,6 @@ struct JitRuntime::WarmState {
 
 // ---- warm() ----
 
-// Claims each key's cross-process lock without waiting: a key another process holds is deferred;
-// a key it stored meanwhile is a disk hit; the rest is compiled here, its locks held until stored.
 WarmCounts& WarmCounts::operator+=(const WarmCounts& o) {
   keys += o.keys;
   compiled += o.compiled;
@@ -126,6 +124,8 @@ void WarmResult::Kernel::add(const Kernel& o, double offset) {
   failures.insert(failures.end(), o.failures.begin(), o.failures.end());
 }
 
+// Claims each key's cross-process lock without waiting: a key another process holds is deferred;
+// a key it stored meanwhile is a disk hit; the rest is compiled here, its locks held until stored.
 void JitRuntime::claim_and_compile(const std::vector<Pending*>& batch, WarmState& state) {
   std::vector<Pending*> mine;
   for (Pending* p : batch) {

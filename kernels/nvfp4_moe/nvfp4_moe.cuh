@@ -619,8 +619,8 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   static_assert(S::WARPS == 12 || S::GROUP_M != 0,
                 "nvfp4_moe: only the warp-specialised tile takes GROUP_M at run time");
-  static_assert(S::BLOCK_K != wk::nvfp4::kStreamK || (S::N != 0 && S::K != 0 && S::TOP_K != 0),
-                "nvfp4_moe: the streaming tile takes N, K and TOP_K as constants");
+  static_assert(S::WARPS == 12 || (S::N != 0 && S::K != 0 && S::TOP_K != 0),
+                "nvfp4_moe: the streaming and staged tiles take N, K and TOP_K as constants");
   if constexpr (S::WARPS == 12) {
     nvfp4_moe_ws<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
                     num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias,
@@ -632,12 +632,11 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
                         static_cast<int>(size_n), static_cast<int>(size_k), static_cast<int>(top_k_arg));
   } else {
     using T = typename S::a_t;
-    // N, K and TOP_K are the key's constants (run-time values, with 0 in the key, cost the 64 x 128
-    // tile 19 % on an H100: docs/PERFORMANCE.md); this form takes either. They size the k loop and
-    // the weight rows' strides only.
-    const int kN = S::N != 0 ? static_cast<int>(S::N) : static_cast<int>(size_n);
-    const int kK = S::K != 0 ? static_cast<int>(S::K) : static_cast<int>(size_k);
-    const int kTopK = S::TOP_K != 0 ? static_cast<int>(S::TOP_K) : static_cast<int>(top_k_arg);
+    // N, K and TOP_K are the key's constants: read at run time (0 in the key), they cost the 64 x
+    // 128 tile 19 % on an H100 (docs/PERFORMANCE.md).
+    constexpr int kN = static_cast<int>(S::N);
+    constexpr int kK = static_cast<int>(S::K);
+    constexpr int kTopK = static_cast<int>(S::TOP_K);
     constexpr int kBM = static_cast<int>(S::BLOCK_M);
     constexpr int kBN = static_cast<int>(S::BLOCK_N);
     constexpr int kGroupM = static_cast<int>(S::GROUP_M);
@@ -646,11 +645,11 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     constexpr int kMI = Cfg::kMI, kNI = Cfg::kNI;
     constexpr bool kHasBias = !S::bias_none;
     constexpr bool kMulWeight = !S::topk_weights_none;
-    const int kNumPidN = (kN + kBN - 1) / kBN;
+    constexpr int kNumPidN = (kN + kBN - 1) / kBN;
     constexpr int kBK = Cfg::kElemsPerRow;  // 64
-    const int kKTiles = kK / kBK;
-    const int kPackedRow = kK / 2;        // bytes of one weight row
-    const int kScaleRow = kK / 16;        // scales of one weight row
+    constexpr int kKTiles = kK / kBK;
+    constexpr int kPackedRow = kK / 2;    // bytes of one weight row
+    constexpr int kScaleRow = kK / 16;    // scales of one weight row
     constexpr int kPackedTile = kBK / 2;  // 32 bytes per row per k-tile
     constexpr int kScaleTile = kBK / 16;  // 4 scales per row per k-tile
     constexpr int kRawOff = kBM * wk::gemm::kRowBytes;
@@ -659,6 +658,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     constexpr int kDecodedOff = static_cast<int>(S::STAGES) * kStageBytes;
     static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
     static_assert(S::BLOCK_K == kBK, "nvfp4_moe: BLOCK_K is one 128-byte row of activations (64 elements)");
+    static_assert(kK % kBK == 0, "nvfp4_moe: K is a whole number of k-tiles");
     static_assert(kStageBytes % 16 == 0, "nvfp4_moe: stages keep 16-byte alignment");
 
     extern __shared__ __align__(128) char smem[];
