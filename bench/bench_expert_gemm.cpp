@@ -598,16 +598,19 @@ void BM_nvfp4_moe(benchmark::State& state) {
   Nvfp4Weights& w = nvfp4_weights(layer);
   const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
   const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
-  // variant (decode batches whose heuristic tile streams): 1 the staged tile (BLOCK_K 64) the
-  // streaming one replaced; 2-4 other streaming tiles (BLOCK_N 32 / 64, 4 / 8 warps). Prefill
-  // batches whose heuristic tile is the warp-specialised one: 1 the staged 128 x 128 tile it
-  // replaced. Batches whose heuristic tile is the staged 32 x 64 one: 5 the next bucket's 64 x 128
-  // tile, 6 the streaming tile (either would leave the 32 x 64 tile out of the warmup: two NVRTC
-  // compiles fewer). An A/B of the same batch in the same run.
+  // variant (batches whose heuristic tile streams: up to 24 entries per expert): 1 the staged tile
+  // (BLOCK_K 64) the streaming one replaced at decode; 2-4 other streaming tiles (BLOCK_N 32 / 64,
+  // 4 / 8 warps); from 8 to 24 entries per expert also 5 the next bucket's 64 x 128 tile and 7 the
+  // staged 32 x 64 tile the streaming one replaced there (2026-12-06). Batches whose heuristic tile
+  // is the staged 64 x 128 one: 6 the streaming tile. Prefill batches whose heuristic tile is the
+  // warp-specialised one: 1 the staged 128 x 128 tile it replaced. An A/B of the same batch in the
+  // same run.
   const int variant = static_cast<int>(state.range(3));
   FusedMoeTile tile = nvfp4_moe_tile(nv, kExperts, k);
-  if (tile.block_m == 32 && variant == 5) tile = {64, 128, 64, 8, 4, 4};
-  if (tile.block_m == 32 && variant == 6) tile = {16, 64, 128, 1, 8, 1};
+  const bool mid = nv > kFusedMoeEntriesPerExpertBoundaries[0] * kExperts && tile.block_k == 128;
+  if (mid && variant == 5) tile = {64, 128, 64, 8, 4, 4};
+  if (mid && variant == 7) tile = {32, 64, 64, 1, 4, 4};
+  if (tile.block_m == 64 && variant == 6) tile = {16, 64, 128, 1, 8, 1};
   if (variant > 0 && variant <= 4 && tile.block_k == 128) {
     static const FusedMoeTile kVariants[] = {
         {16, 64, 64, 1, 4, 6}, {16, 32, 128, 1, 8, 1}, {16, 64, 128, 1, 4, 1}, {16, 32, 128, 1, 4, 1}};
@@ -951,10 +954,14 @@ void nvfp4_args(benchmark::internal::Benchmark* b) {
     for (std::int64_t t : {1, 8, 64, 256}) {
       for (int variant : {0, 1, 2, 3, 4}) b->Args({layer, t, kUniform, variant});
     }
-    for (std::int64_t t : {342, 512, 1024}) {  // the 32 x 64 tile's bucket (8 < entries per expert <= 24)
-      for (int variant : {0, 5, 6}) b->Args({layer, t, kUniform, variant});
+    for (std::int64_t t : {342, 512, 1024}) {  // 8 < entries per expert <= 24: streaming
+      for (int variant : {0, 2, 5, 7}) b->Args({layer, t, kUniform, variant});
     }
-    for (std::int64_t t : {2048, 8192}) {
+    for (std::int64_t t : {1100, 1365, 1536, 2048, 2730}) {  // 24 < entries per expert <= 64: staged 64 x 128
+      for (int variant : {0, 6}) b->Args({layer, t, kUniform, variant});
+    }
+    b->Args({layer, 2048, kSkewed, 0});
+    for (std::int64_t t : {8192}) {
       for (int r : {kUniform, kSkewed}) b->Args({layer, t, r, 0});
     }
     for (std::int64_t t : {8192, 16384}) b->Args({layer, t, kUniform, 1});

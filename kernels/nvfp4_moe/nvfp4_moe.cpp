@@ -39,10 +39,13 @@ using expert_gemm::kMaxSharedBytes;
 
 FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts, std::int64_t k) {
   const std::int64_t e = std::max<std::int64_t>(num_experts, 1);
-  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) {
-    if (k % kStreamBlockK == 0) return {16, 64, kStreamBlockK, 1, 8, 1};  // streaming: weights straight to registers
-    return {16, 64, kBlockK, 1, 4, 6};
-  }
+  // Up to 24 entries per expert, the streaming tile (weights straight to registers) when K allows it:
+  // from 8 to 24 it beat the staged 32 x 64 tile by 1.9-2.3x at T = 342 and 512 and by 5 % at
+  // 1,024 (W13 and W2 together; H100, docs/PERFORMANCE.md), and it leaves that tile's two NVRTC
+  // compiles out of the warmup.
+  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e && k % kStreamBlockK == 0)
+    return {16, 64, kStreamBlockK, 1, 8, 1};
+  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) return {16, 64, kBlockK, 1, 4, 6};
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e) return {32, 64, kBlockK, 1, 4, 4};
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return {64, 128, kBlockK, 8, 4, 4};
   return {kWsBlockM, kWsBlockN, kBlockK, 8, kWsWarps, 4};  // warp-specialised: decode in the producer, wgmma on sm_90a

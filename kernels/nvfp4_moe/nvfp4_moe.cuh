@@ -169,23 +169,6 @@ inline constexpr unsigned kLutSel = 0x5504u | (static_cast<unsigned>(kByte) << 4
 
 }  // namespace wk::nvfp4
 
-// Development switches of the streaming path, for A/B runs (bench: WARMKEY_BENCH_DEFINES; off in
-// every warmup and test): WK_NVFP4_STREAM_RUNTIME_SIZES=1 reads N, K and TOP_K from the run-time
-// arguments although the key has them (the speed of folding them: W13 and W2 would share a
-// binary); WK_NVFP4_STREAM_ONE_LOOP=1 compiles one main loop, rows 8..15 always multiplied (the
-// speed of a cheaper compile: the sorted binary has two loops).
-#ifndef WK_NVFP4_STREAM_RUNTIME_SIZES
-#define WK_NVFP4_STREAM_RUNTIME_SIZES 0
-#endif
-#ifndef WK_NVFP4_STREAM_ONE_LOOP
-#define WK_NVFP4_STREAM_ONE_LOOP 0
-#endif
-#if WK_NVFP4_STREAM_RUNTIME_SIZES
-#define WK_NVFP4_STREAM_SIZE const
-#else
-#define WK_NVFP4_STREAM_SIZE constexpr
-#endif
-
 // The streaming path (BLOCK_K 128: the decode tiles), NOTES above.
 template <class S>
 __device__ __forceinline__ void nvfp4_moe_stream(
@@ -198,14 +181,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
     int size_n, int size_k, int top_k_arg) {
   namespace nv4 = wk::nvfp4;
   using T = typename S::a_t;
-#if WK_NVFP4_STREAM_RUNTIME_SIZES
-  const int kN = size_n, kK = size_k, kTopK = top_k_arg;
-#else
   constexpr int kN = static_cast<int>(S::N);
   constexpr int kK = static_cast<int>(S::K);
   constexpr int kTopK = static_cast<int>(S::TOP_K);
   (void)size_n, (void)size_k, (void)top_k_arg;
-#endif
   constexpr int kBM = static_cast<int>(S::BLOCK_M);
   constexpr int kBN = static_cast<int>(S::BLOCK_N);
   constexpr int kWarps = static_cast<int>(S::WARPS);
@@ -213,11 +192,11 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   constexpr int kGroupM = static_cast<int>(S::GROUP_M);
   constexpr bool kHasBias = !S::bias_none;
   constexpr bool kMulWeight = !S::topk_weights_none;
-  WK_NVFP4_STREAM_SIZE int kNumPidN = (kN + kBN - 1) / kBN;
+  constexpr int kNumPidN = (kN + kBN - 1) / kBN;
   constexpr int kRows = kBN / 8;  // weight rows per thread: 8 j + g, j < kRows
-  WK_NVFP4_STREAM_SIZE int kSteps = kK / nv4::kStreamK;
-  WK_NVFP4_STREAM_SIZE int kPackedRow = kK / 2;            // bytes of one weight row
-  WK_NVFP4_STREAM_SIZE int kScaleRow = kK / 16;            // scales of one weight row
+  constexpr int kSteps = kK / nv4::kStreamK;
+  constexpr int kPackedRow = kK / 2;            // bytes of one weight row
+  constexpr int kScaleRow = kK / 16;            // scales of one weight row
   constexpr int kBufWarp = 32 * kRows * nv4::kPieceBytes;  // a warp's prefetch buffer
   constexpr int kPartRow = kBN + 8;                        // floats per token row of the partial sums
   // The epilogue's layout: BLOCK_N / 16 warps of 16 x 16 outputs (two n8 tiles each).
@@ -225,9 +204,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   static_assert(sizeof(T) == 2, "nvfp4_moe: activations are bf16 or f16");
   static_assert(kBM == 16, "nvfp4_moe: the streaming path covers one m16 mma tile (BLOCK_M 16)");
   static_assert(kBN % 16 == 0 && kBN / 16 <= kWarps, "nvfp4_moe: BLOCK_N / 16 warps run the epilogue");
-#if !WK_NVFP4_STREAM_RUNTIME_SIZES
   static_assert(kK % nv4::kStreamK == 0, "nvfp4_moe: K is a whole number of 128-element steps");
-#endif
   static_assert(kWarps * kBM * kPartRow * 4 <= nv4::kLutBytes,
                 "nvfp4_moe: the warps' partial sums fit in the table's shared memory");
 
@@ -378,7 +355,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       }
     }
   };
-  if (!S::sorted_token_ids_none && (WK_NVFP4_STREAM_ONE_LOOP || has_hi))
+  if (!S::sorted_token_ids_none && has_hi)
     run(true);
   else
     run(false);  // every naive block (one entry, row 0: one loop to compile) and every block of 8 rows or fewer

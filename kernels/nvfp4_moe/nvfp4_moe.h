@@ -45,14 +45,15 @@ struct Nvfp4MoeArgs : SortedGemmArgs {
 
 // ---- the heuristic ------------------------------------------------------------------------------
 
-// BLOCK_M from the entries per expert (num_valid = M * top_k over E experts), at the same ratios
-// as fused_moe (kFusedMoeEntriesPerExpertBoundaries: moe_align pads with the same BLOCK_M on either
-// backend, so W13 and W2 of one batch agree):
-//   num_valid <= 8 E:  BLOCK_M 16, BLOCK_N 64, and K % 128 == 0: BLOCK_K 128, 8 warps, 1 stage (the
-//                      streaming path: decode); else BLOCK_K 64, 4 warps, 6 stages
+// The tile from the entries per expert (num_valid = M * top_k over E experts), at fused_moe's
+// ratios (kFusedMoeEntriesPerExpertBoundaries). W13 and W2 of one batch may differ in BLOCK_M when
+// only one of their K is a multiple of 128; the layer then aligns once per BLOCK_M.
+//   num_valid <= 24 E and K % 128 == 0: BLOCK_M 16, BLOCK_N 64, BLOCK_K 128, 8 warps, 1 stage (the
+//                      streaming path: decode and small batches)
+//   num_valid <= 8 E:  BLOCK_M 16, BLOCK_N 64, BLOCK_K 64, 4 warps, 6 stages
 //   num_valid <= 24 E: BLOCK_M 32, BLOCK_N 64, 4 warps, 4 stages
 //   num_valid <= 64 E: BLOCK_M 64, BLOCK_N 128, 4 warps, 4 stages, GROUP_M 8
-//   else:              BLOCK_M 128, BLOCK_N 128, 8 warps, 3 stages, GROUP_M 8
+//   else:              BLOCK_M 128, BLOCK_N 256, 12 warps (warp-specialised), 4 stages, GROUP_M 8
 // K is the reduction length (a's columns).
 FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts, std::int64_t k);
 // The token counts T where the tile or the layout changes (each `T <= b`), for a routing top_k over

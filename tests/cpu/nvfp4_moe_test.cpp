@@ -244,12 +244,16 @@ TEST(Nvfp4MoeTile, changesExactlyAtTheDeclaredBoundaries) {
   for (std::int64_t k : {64, 192, 2048, 4096}) {
     for (std::int64_t e : {8, 256, 384}) {
       for (std::int64_t r : kFusedMoeEntriesPerExpertBoundaries) {
-        EXPECT_NE(nvfp4_moe_tile(r * e, e, k), nvfp4_moe_tile(r * e + 1, e, k)) << r << " " << e << " " << k;
+        // The streaming tile covers both of the first two buckets when K is a multiple of 128.
+        const bool same = r == 8 && k % 128 == 0;
+        EXPECT_EQ(nvfp4_moe_tile(r * e, e, k) == nvfp4_moe_tile(r * e + 1, e, k), same) << r << " " << e << " " << k;
         EXPECT_EQ(nvfp4_moe_tile(r * e, e, k), nvfp4_moe_tile(r * e - 1, e, k)) << r << " " << e << " " << k;
       }
-      // moe_align pads with the same BLOCK_M on the triton backend at every entry count.
-      for (std::int64_t nv : {std::int64_t{1}, 8 * e, 8 * e + 1, 24 * e + 1, 64 * e + 1}) {
-        EXPECT_EQ(nvfp4_moe_tile(nv, e, k).block_m, fused_moe_tile(nv, e, DType::bf16).block_m) << nv;
+      // moe_align pads with fused_moe's BLOCK_M at every entry count but the streaming tile's
+      // second bucket (BLOCK_M 16 where fused_moe takes 32).
+      for (std::int64_t nv : {std::int64_t{1}, 8 * e, 8 * e + 1, 24 * e, 24 * e + 1, 64 * e + 1}) {
+        const bool streams = nv > 8 * e && nv <= 24 * e && k % 128 == 0;
+        EXPECT_EQ(nvfp4_moe_tile(nv, e, k).block_m, streams ? 16 : fused_moe_tile(nv, e, DType::bf16).block_m) << nv;
         EXPECT_EQ(nvfp4_moe_tile_problem(nvfp4_moe_tile(nv, e, k)), "") << nv;
       }
     }
@@ -257,16 +261,22 @@ TEST(Nvfp4MoeTile, changesExactlyAtTheDeclaredBoundaries) {
   EXPECT_EQ(nvfp4_moe_token_boundaries(6, 256), (std::vector<std::int64_t>{10, 341, 1024, 2730}));
 }
 
-// Decode tiles stream the weights (BLOCK_K 128) exactly when K is a multiple of 128; the
+// Tiles up to 24 entries per expert stream the weights (BLOCK_K 128) exactly when K is a multiple of 128; the
 // streaming tile has its own rules and shared memory: the 64 KiB of code and scale tables, each
 // warp's prefetch buffer (20 bytes per thread and weight row) and the entries. Its launch bounds
 // ask for two blocks per SM, which must fit in an SM's 228 KiB (1 KiB reserved per block).
 TEST(Nvfp4MoeTile, decodeStreamsExactlyWhenKIsAMultipleOf128) {
   for (std::int64_t k : {128, 384, 2048, 4096}) {
-    const FusedMoeTile t = nvfp4_moe_tile(8 * 256, 256, k);
-    EXPECT_EQ(t, (FusedMoeTile{16, 64, 128, 1, 8, 1})) << k;
-    EXPECT_EQ(nvfp4_moe_shared_bytes(t), 256 * 256 + 8 * 32 * 8 * 20 + 16 * 4);
-    EXPECT_EQ(nvfp4_moe_tile(8 * 256 + 1, 256, k).block_k, 64) << k;  // BLOCK_M 32: staged
+    for (std::int64_t nv : {1, 8 * 256, 8 * 256 + 1, 24 * 256}) {
+      const FusedMoeTile t = nvfp4_moe_tile(nv, 256, k);
+      EXPECT_EQ(t, (FusedMoeTile{16, 64, 128, 1, 8, 1})) << k << " " << nv;
+      EXPECT_EQ(nvfp4_moe_shared_bytes(t), 256 * 256 + 8 * 32 * 8 * 20 + 16 * 4);
+    }
+    EXPECT_EQ(nvfp4_moe_tile(24 * 256 + 1, 256, k), (FusedMoeTile{64, 128, 64, 8, 4, 4})) << k;  // staged
+  }
+  for (std::int64_t k : {64, 192, 4032}) {  // K not a multiple of 128: the staged tiles
+    EXPECT_EQ(nvfp4_moe_tile(8 * 256 + 1, 256, k), (FusedMoeTile{32, 64, 64, 1, 4, 4})) << k;
+    EXPECT_EQ(nvfp4_moe_tile(24 * 256, 256, k), (FusedMoeTile{32, 64, 64, 1, 4, 4})) << k;
   }
   for (std::int64_t bn : {32, 64})
     for (std::int64_t warps : {4, 8}) {
@@ -320,8 +330,8 @@ TEST(Nvfp4MoeDispatch, picksTheTileAndLayoutOnEachSideOfEveryBoundary) {
     std::int64_t t;
     bool naive;
     std::int64_t block_m;
-  } cases[] = {{1, true, 16},     {10, true, 16},    {11, false, 16},   {341, false, 16},   {342, false, 32},
-               {1024, false, 32}, {1025, false, 64}, {2730, false, 64}, {2731, false, 128}, {8192, false, 128}};
+  } cases[] = {{1, true, 16},     {10, true, 16},    {11, false, 16},   {341, false, 16},   {342, false, 16},  
+               {1024, false, 16}, {1025, false, 64}, {2730, false, 64}, {2731, false, 128}, {8192, false, 128}};
   for (const auto& c : cases) {
     for (bool w2 : {false, true}) {
       SCOPED_TRACE(str_cat("T=", c.t, w2 ? " W2" : " W13"));
