@@ -46,8 +46,9 @@ struct Nvfp4MoeArgs : SortedGemmArgs {
 // ---- the heuristic ------------------------------------------------------------------------------
 
 // The tile from the entries per expert (num_valid = M * top_k over E experts), at fused_moe's
-// ratios (kFusedMoeEntriesPerExpertBoundaries). W13 and W2 of one batch may differ in BLOCK_M when
-// only one of their K is a multiple of 128; the layer then aligns once per BLOCK_M.
+// ratios (kFusedMoeEntriesPerExpertBoundaries). From 8 to 24 entries per expert the streaming
+// tile pads to BLOCK_M 16 where fused_moe pads to 32; a config keeps H and I multiples of 128, so
+// a layer's W13 and W2 agree (the layer plan aligns once per BLOCK_M in any case).
 //   num_valid <= 24 E and K % 128 == 0: BLOCK_M 16, BLOCK_N 64, BLOCK_K 128, 8 warps, 1 stage (the
 //                      streaming path: decode and small batches)
 //   num_valid <= 8 E:  BLOCK_M 16, BLOCK_N 64, BLOCK_K 64, 4 warps, 6 stages

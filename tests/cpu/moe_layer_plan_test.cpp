@@ -102,6 +102,34 @@ TEST(MoeLayerPlan, nvfp4RunsBothGemmsThroughNvfp4Moe) {
   }
 }
 
+// From 8 to 24 entries per expert nvfp4_moe streams (BLOCK_M 16, where fused_moe pads with 32) when
+// K % 128 == 0. A config keeps H and I multiples of quant_block (128), so in a layer both GEMMs
+// stream and share one alignment.
+TEST(MoeLayerPlan, nvfp4StreamsBothGemmsFrom8To24EntriesPerExpert) {
+  for (const std::string name : {"dsv4-flash-nvfp4", "dsv4-flash-f16"}) {
+    const ModelConfig c = load_config(name);
+    const std::int64_t e = c.num_local_experts(), k = c.num_experts_per_tok;
+    for (std::int64_t t : {8 * e / k + 1, 24 * e / k}) {
+      MetaLayerTensors meta;
+      const LayerPlan plan = plan_layer(c, LayerBackend::nvfp4, LayerBatch{t, false, false, 0, DType::i32}, meta);
+      std::map<std::string, std::int64_t> block_m;
+      for (const LayerStep& s : plan.steps) {
+        if (!s.jit()) continue;
+        if (s.kernel == "moe_align") block_m[s.name] = std::get<MoeAlignArgs>(*s.args).block_m;
+        if (s.kernel == "nvfp4_moe") {
+          const FusedMoeTile tile = Nvfp4Moe::tile_of(std::get<Nvfp4MoeArgs>(*s.args));
+          EXPECT_EQ(tile.block_k, 128) << name << " T=" << t << " " << s.name;
+          block_m[s.name] = tile.block_m;
+        }
+      }
+      EXPECT_EQ(block_m, (std::map<std::string, std::int64_t>{{"align", 16}, {"w13", 16}, {"w2", 16}}))
+          << name << " T=" << t << "\n"
+          << plan.to_text();
+      EXPECT_TRUE(unwarmed_steps(plan).empty()) << unwarmed_steps(plan).front();
+    }
+  }
+}
+
 // Every token count at and around each boundary, for both kinds of layer, with and without images.
 TEST(MoeLayerPlan, everyLaunchAtEveryBoundaryIsWarmed) {
   for (const ConfigBackend& p : runnable_pairs()) {

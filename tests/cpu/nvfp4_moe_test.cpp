@@ -261,8 +261,8 @@ TEST(Nvfp4MoeTile, changesExactlyAtTheDeclaredBoundaries) {
   EXPECT_EQ(nvfp4_moe_token_boundaries(6, 256), (std::vector<std::int64_t>{10, 341, 1024, 2730}));
 }
 
-// Tiles up to 24 entries per expert stream the weights (BLOCK_K 128) exactly when K is a multiple of 128; the
-// streaming tile has its own rules and shared memory: the 64 KiB of code and scale tables, each
+// Tiles up to 24 entries per expert stream the weights (BLOCK_K 128) exactly when K is a multiple
+// of 128; the streaming tile has its own rules and shared memory: the 64 KiB of code and scale tables, each
 // warp's prefetch buffer (20 bytes per thread and weight row) and the entries. Its launch bounds
 // ask for two blocks per SM, which must fit in an SM's 228 KiB (1 KiB reserved per block).
 TEST(Nvfp4MoeTile, decodeStreamsExactlyWhenKIsAMultipleOf128) {
