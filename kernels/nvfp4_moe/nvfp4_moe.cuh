@@ -195,8 +195,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   constexpr int kNumPidN = (kN + kBN - 1) / kBN;
   constexpr int kRows = kBN / 8;  // weight rows per thread: 8 j + g, j < kRows
   constexpr int kSteps = kK / nv4::kStreamK;
-  constexpr int kPackedRow = kK / 2;            // bytes of one weight row
-  constexpr int kScaleRow = kK / 16;            // scales of one weight row
+  constexpr int kPackedRow = kK / 2;                       // bytes of one weight row
+  constexpr int kScaleRow = kK / 16;                       // scales of one weight row
   constexpr int kBufWarp = 32 * kRows * nv4::kPieceBytes;  // a warp's prefetch buffer
   constexpr int kPartRow = kBN + 8;                        // floats per token row of the partial sums
   // The epilogue's layout: BLOCK_N / 16 warps of 16 x 16 outputs (two n8 tiles each).

@@ -330,7 +330,7 @@ TEST(Nvfp4MoeDispatch, picksTheTileAndLayoutOnEachSideOfEveryBoundary) {
     std::int64_t t;
     bool naive;
     std::int64_t block_m;
-  } cases[] = {{1, true, 16},     {10, true, 16},    {11, false, 16},   {341, false, 16},   {342, false, 16},  
+  } cases[] = {{1, true, 16},     {10, true, 16},    {11, false, 16},   {341, false, 16},   {342, false, 16},
                {1024, false, 16}, {1025, false, 64}, {2730, false, 64}, {2731, false, 128}, {8192, false, 128}};
   for (const auto& c : cases) {
     for (bool w2 : {false, true}) {
