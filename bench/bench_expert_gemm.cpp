@@ -389,6 +389,11 @@ void BM_expert_gemm(benchmark::State& state) {
   if (variant == 3) tile = {128, 256, 128 / dtype_size(d), 32, 12, 4};
   if (variant == 4) tile = {128, 256, 128 / dtype_size(d), 2, 12, 4};
   if (variant == 5) tile = {128, 256, 128 / dtype_size(d), 8, 12, 3};
+  // 6: the 32-row tile of the bucket below (the fp8 tuned file's 1,024 bucket, which its nearest-key
+  // rule gives up to T = 1,536); 7: the heuristic's 64-row mma.sync tile of 24 to 64 entries per
+  // expert, pinned (the A/B keeps it once a heuristic changes).
+  if (variant == 6) tile = {32, 64, 128 / dtype_size(d), 1, 4, 4};
+  if (variant == 7) tile = {64, quant == kFp8 ? 64 : 128, 128 / dtype_size(d), 8, 4, 4};
   const Layout layout = align(ids, tile.block_m);
 
   const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
@@ -997,9 +1002,13 @@ void args(benchmark::internal::Benchmark* b) {
           b->Args({layer, quant, t, kBlocked, 0});
           b->Args({layer, quant, t, kUniform, 5});
         }
-        // The heuristic's 64-row bucket (25-64 entries per expert) against the warp-specialised
-        // tile with GROUP_M 2 (variant 4), which won at 48 entries (T = 2,048) on the H100.
+        // 25-64 entries per expert: the heuristic's 64-row tile against the warp-specialised tile
+        // with GROUP_M 2 (variant 4: 1.4-2.0x in fp8 at T = 1,100-2,730 on an H100, 2026-12-06),
+        // the 32-row tile (6) and the 64-row tile pinned (7); above 64, GROUP_M 8 against 2 (4).
         for (std::int64_t t : {1100, 1536, 2730}) {
+          for (int variant : {0, 4, 6, 7}) b->Args({layer, quant, t, kUniform, variant});
+        }
+        for (std::int64_t t : {4096}) {
           for (int variant : {0, 4}) b->Args({layer, quant, t, kUniform, variant});
         }
       }

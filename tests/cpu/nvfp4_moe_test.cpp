@@ -249,11 +249,10 @@ TEST(Nvfp4MoeTile, changesExactlyAtTheDeclaredBoundaries) {
         EXPECT_EQ(nvfp4_moe_tile(r * e, e, k) == nvfp4_moe_tile(r * e + 1, e, k), same) << r << " " << e << " " << k;
         EXPECT_EQ(nvfp4_moe_tile(r * e, e, k), nvfp4_moe_tile(r * e - 1, e, k)) << r << " " << e << " " << k;
       }
-      // moe_align pads with fused_moe's BLOCK_M at every entry count but the streaming tile's
-      // second bucket (BLOCK_M 16 where fused_moe takes 32).
-      for (std::int64_t nv : {std::int64_t{1}, 8 * e, 8 * e + 1, 24 * e, 24 * e + 1, 64 * e + 1}) {
-        const bool streams = nv > 8 * e && nv <= 24 * e && k % 128 == 0;
-        EXPECT_EQ(nvfp4_moe_tile(nv, e, k).block_m, streams ? 16 : fused_moe_tile(nv, e, DType::bf16).block_m) << nv;
+      // BLOCK_M per bucket (moe_align pads with it): 16, then 16 streaming or 32 staged, 64, 128.
+      for (std::int64_t nv : {std::int64_t{1}, 8 * e, 8 * e + 1, 24 * e, 24 * e + 1, 64 * e, 64 * e + 1}) {
+        const std::int64_t want = nv <= 8 * e ? 16 : nv <= 24 * e ? (k % 128 == 0 ? 16 : 32) : nv <= 64 * e ? 64 : 128;
+        EXPECT_EQ(nvfp4_moe_tile(nv, e, k).block_m, want) << nv;
         EXPECT_EQ(nvfp4_moe_tile_problem(nvfp4_moe_tile(nv, e, k)), "") << nv;
       }
     }
