@@ -46,7 +46,7 @@ struct WarmupSummary : WarmCounts {  // keys: distinct JIT keys handed to the ru
   std::vector<std::string> archs;  // the architectures compiled for (one per add()ed summary)
   std::size_t kernels = 0;
   std::vector<std::string> kernel_names;
-  std::size_t compile_keys = 0;  // plan entries (distinct CompileKeys); WarmCounts::keys: distinct JIT keys
+  std::size_t compile_keys = 0;  // plan entries (distinct CompileKeys)
   std::size_t programs = 0;
   int jobs = 0, batch = 0;          // as used (after choosing defaults)
   std::string workers = "threads";  // where NVRTC ran: "threads" or "processes" (CompileWorkers)

@@ -177,14 +177,12 @@ __device__ __forceinline__ void nvfp4_moe_stream(
     const typename S::topk_weights_t* topk_weights, const typename S::sorted_token_ids_t* sorted_token_ids,
     const typename S::expert_ids_t* expert_ids, const typename S::num_tokens_post_padded_t* num_tokens_post_padded,
     typename S::em_t em, typename S::num_valid_t num_valid, typename S::num_experts_t num_experts,
-    typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias,
-    int size_n, int size_k, int top_k_arg) {
+    typename S::stride_am_t stride_am, typename S::stride_cm_t stride_cm, typename S::stride_bias_t stride_bias) {
   namespace nv4 = wk::nvfp4;
   using T = typename S::a_t;
   constexpr int kN = static_cast<int>(S::N);
   constexpr int kK = static_cast<int>(S::K);
   constexpr int kTopK = static_cast<int>(S::TOP_K);
-  (void)size_n, (void)size_k, (void)top_k_arg;
   constexpr int kBM = static_cast<int>(S::BLOCK_M);
   constexpr int kBN = static_cast<int>(S::BLOCK_N);
   constexpr int kWarps = static_cast<int>(S::WARPS);
@@ -605,8 +603,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
                     static_cast<int>(group_m_arg));
   } else if constexpr (S::BLOCK_K == wk::nvfp4::kStreamK) {
     nvfp4_moe_stream<S>(a, b, b_scale, b_global_scale, c, bias, topk_weights, sorted_token_ids, expert_ids,
-                        num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias,
-                        static_cast<int>(size_n), static_cast<int>(size_k), static_cast<int>(top_k_arg));
+                        num_tokens_post_padded, em, num_valid, num_experts, stride_am, stride_cm, stride_bias);
   } else {
     using T = typename S::a_t;
     // N, K and TOP_K are the key's constants: read at run time (0 in the key), they cost the 64 x
