@@ -1004,9 +1004,10 @@ void args(benchmark::internal::Benchmark* b) {
           b->Args({layer, quant, t, kBlocked, 0});
           b->Args({layer, quant, t, kUniform, 5});
         }
-        // 25-64 entries per expert: the heuristic's 64-row tile against the warp-specialised tile
-        // with GROUP_M 2 (variant 4: 1.4-2.0x in fp8 at T = 1,100-2,730 on an H100, 2026-12-06),
-        // the 32-row tile (6) and the 64-row tile pinned (7); above 64, GROUP_M 8 against 2 (4).
+        // 25-64 entries per expert: the heuristic's warp-specialised tile with GROUP_M 2 against
+        // the same pinned (variant 4), the 32-row tile (6) and the 64-row tile it replaced (7:
+        // 1.4-2.0x slower in fp8 at T = 1,100-2,730 on an H100, 2026-12-06); above 64, the
+        // heuristic's GROUP_M 8 against 2 (4).
         for (std::int64_t t : {1100, 1536, 2730}) {
           for (int variant : {0, 4, 6, 7}) b->Args({layer, quant, t, kUniform, variant});
         }

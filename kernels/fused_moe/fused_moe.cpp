@@ -95,11 +95,17 @@ std::string fused_moe_tile_problem(const FusedMoeTile& tile, DType dtype) { retu
 
 FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DType dtype) {
   const std::int64_t e = std::max<std::int64_t>(num_experts, 1);
-  const bool fp8 = dtype == DType::f8e4m3;  // fp8's fold needs a second accumulator set: narrower N
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) return make_tile(16, 64, 1, 4, 5, dtype);
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e) return make_tile(32, 64, 1, 4, 4, dtype);
-  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return make_tile(64, fp8 ? 64 : 128, 8, 4, 4, dtype);
-  if (dtype == DType::f32) return make_tile(128, 128, 8, 8, 4, dtype);
+  if (dtype == DType::f32) {
+    if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return make_tile(64, 128, 8, 4, 4, dtype);
+    return make_tile(128, 128, 8, 8, 4, dtype);
+  }
+  // From 24 to 64 entries per expert the GEMM streams every expert's weights (bandwidth-bound): the
+  // warp-specialised tile with GROUP_M 2 beat the 64-row mma.sync tile by 1.4-2.0x in fp8 and 4-12 %
+  // in bf16 at T = 1,100-2,730 (H100, docs/PERFORMANCE.md), despite padding each expert to 128 rows.
+  if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e)
+    return make_tile(kWsBlockM, kWsBlockN, 2, kWsWarps, 4, dtype);
   return make_tile(kWsBlockM, kWsBlockN, 8, kWsWarps, 4, dtype);  // warp-specialised: TMA + wgmma on sm_90a
 }
 

@@ -46,9 +46,11 @@ struct FusedMoeArgs : SortedGemmArgs {
 // W13 and W2 of one batch (same entries, same moe_align layout) agree:
 //   num_valid <= 8 E:  BLOCK_M 16, BLOCK_N 64, 4 warps, 5 stages  (decode: weight streaming)
 //   num_valid <= 24 E: BLOCK_M 32, BLOCK_N 64, 4 warps, 4 stages
-//   num_valid <= 64 E: BLOCK_M 64, BLOCK_N 128, 4 warps, 4 stages, GROUP_M 8
-//   else:              BLOCK_M 128, BLOCK_N 128, 8 warps, 4 stages, GROUP_M 8
-// The same for every dtype but BLOCK_K (128 bytes of elements).
+//   num_valid <= 64 E: BLOCK_M 128, BLOCK_N 256, 12 warps (warp-specialised), 4 stages, GROUP_M 2
+//                      (f32: BLOCK_M 64, BLOCK_N 128, 4 warps, 4 stages, GROUP_M 8)
+//   else:              BLOCK_M 128, BLOCK_N 256, 12 warps, 4 stages, GROUP_M 8
+//                      (f32: BLOCK_M 128, BLOCK_N 128, 8 warps)
+// BLOCK_K is 128 bytes of elements.
 FusedMoeTile fused_moe_tile(std::int64_t num_valid, std::int64_t num_experts, DType dtype);
 // Why a tile cannot run with operands of `dtype` (the warp layout of device/gemm.cuh's Tile, the
 // shared-memory limit), or "" (batched_moe validates its tiles with it too).

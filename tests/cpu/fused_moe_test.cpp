@@ -180,7 +180,13 @@ TEST(FusedMoeTile, eachBranchGivesItsStatedTile) {
   for (DType d : {DType::bf16, DType::f32, DType::f8e4m3}) {
     expect_tile(b[0] * e, d, {16, 64, 0, 1, 4, 5});
     expect_tile(b[1] * e, d, {32, 64, 0, 1, 4, 4});
-    expect_tile(b[2] * e, d, {64, d == DType::f8e4m3 ? 64 : 128, 0, 8, 4, 4});
+  }
+  // 24 to 64 entries per expert: the warp-specialised tile with GROUP_M 2 (f32: the 64-row mma.sync tile).
+  expect_tile(b[1] * e + 1, DType::f32, {64, 128, 0, 8, 4, 4});
+  expect_tile(b[2] * e, DType::f32, {64, 128, 0, 8, 4, 4});
+  for (DType d : {DType::bf16, DType::f16, DType::f8e4m3}) {
+    expect_tile(b[1] * e + 1, d, {128, 256, 0, 2, 12, 4});
+    expect_tile(b[2] * e, d, {128, 256, 0, 2, 12, 4});
   }
   expect_tile(b[2] * e + 1, DType::f32, {128, 128, 0, 8, 8, 4});
   expect_tile(b[2] * e + 1, DType::bf16, {128, 256, 0, 8, 12, 4});
