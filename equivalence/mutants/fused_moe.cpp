@@ -57,7 +57,7 @@ class WarmupEntriesFloorDivision : public Base {
 
 // #11: the heuristic's BLOCK_M 64 bucket (8 E < num_valid <= 64 E... the third token range) is
 // never enumerated by warmup_keys.
-using WarmupMissesTokenBucket = WarmupMissesBlockM<FusedMoeArgs, 64>;
+using WarmupMissesTokenBucket = WarmupMissesBlockM<FusedMoeArgs, 32>;
 
 // #11: warmup enumerates the heuristic's tiles but not the tuned file's (the file overrides the
 // heuristic at run time).
@@ -119,7 +119,7 @@ std::vector<Mutant> fused_moe_mutants() {
       {"fused_moe.warmup_misses_token_bucket",
        k,
        11,
-       "warmup_keys drops the heuristic's BLOCK_M 64 token range",
+       "warmup_keys drops the heuristic's BLOCK_M 32 token range",
        {"P4", "P2"},
        "",
        false,
