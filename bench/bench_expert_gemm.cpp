@@ -374,7 +374,7 @@ void BM_expert_gemm(benchmark::State& state) {
   const int layer = static_cast<int>(state.range(0)), quant = static_cast<int>(state.range(1));
   const std::int64_t tokens = state.range(2);
   const int routing = static_cast<int>(state.range(3));
-  const int variant = static_cast<int>(state.range(4));  // 0: the heuristic; 1..5: alternative tiles
+  const int variant = static_cast<int>(state.range(4));  // 0: the heuristic; 1..9: alternative tiles
   const std::int64_t n = gemm_n(layer), k = gemm_k(layer), nv = tokens * kTopK;
   const DType d = quant == kFp8 ? DType::f8e4m3 : DType::bf16;
   Device& dev = Device::instance();
@@ -394,6 +394,10 @@ void BM_expert_gemm(benchmark::State& state) {
   // expert, pinned (the A/B keeps it once a heuristic changes).
   if (variant == 6) tile = {32, 64, 128 / dtype_size(d), 1, 4, 4};
   if (variant == 7) tile = {64, quant == kFp8 ? 64 : 128, 128 / dtype_size(d), 8, 4, 4};
+  // 8, 9: the decode tile (16 rows) with 6 and 4 stages (the heuristic's has 5): candidates for a
+  // tuned file's small buckets.
+  if (variant == 8) tile = {16, 64, 128 / dtype_size(d), 1, 4, 6};
+  if (variant == 9) tile = {16, 64, 128 / dtype_size(d), 1, 4, 4};
   const Layout layout = align(ids, tile.block_m);
 
   const std::int64_t m = layer == kW13 ? tokens : nv, top_k = layer == kW13 ? kTopK : 1;
@@ -1013,6 +1017,9 @@ void args(benchmark::internal::Benchmark* b) {
         }
         for (std::int64_t t : {4096}) {
           for (int variant : {0, 4}) b->Args({layer, quant, t, kUniform, variant});
+        }
+        for (std::int64_t t : {1, 8, 64, 256}) {
+          for (int variant : {8, 9}) b->Args({layer, quant, t, kUniform, variant});
         }
       }
     }

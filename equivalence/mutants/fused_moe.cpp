@@ -55,12 +55,12 @@ class WarmupEntriesFloorDivision : public Base {
   }
 };
 
-// #11: the heuristic's BLOCK_M 64 bucket (8 E < num_valid <= 64 E... the third token range) is
+// #11: the heuristic's BLOCK_M 32 bucket (8 E < num_valid <= 24 E, the second token range) is
 // never enumerated by warmup_keys.
 using WarmupMissesTokenBucket = WarmupMissesBlockM<FusedMoeArgs, 32>;
 
 // #11: warmup enumerates the heuristic's tiles but not the tuned file's (the file overrides the
-// heuristic at run time).
+// heuristic at run time; dsv4-flash-fp8's file differs in its decode bucket: 4 stages, not 5).
 class WarmupIgnoresTunedFile : public Base {
  public:
   using Base::Base;

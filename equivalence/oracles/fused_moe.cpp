@@ -16,13 +16,15 @@ namespace warmkey::equivalence {
 
 namespace ec = expert_gemm_case;
 
-double fused_moe_rel_tolerance(DType dtype, DType out_dtype) {
+double fused_moe_rel_tolerance(DType dtype, DType out_dtype, bool wgmma) {
   if (dtype == DType::f32) return 0x1.0p-8;  // tf32 operands
-  switch (out_dtype) {
-    case DType::bf16: return 0x1.0p-7;
-    case DType::f16: return 0x1.0p-9;
-    default: return 0x1.0p-12;  // fp32 out: accumulation order only
-  }
+  if (out_dtype == DType::bf16) return 0x1.0p-7;
+  // Hopper's fp8 wgmma keeps about 14 bits of its running sum (DeepSeek-V3 technical report,
+  // arXiv:2412.19437, section 3.3.2), promoted to fp32 once per 128-deep k-block here: the error
+  // follows the partial sums, not the result. An H100 run of a 256-deep W13 case with fp32 output
+  // was off by up to 1.3e-3 of max(|want|, half the rms).
+  if (dtype == DType::f8e4m3 && wgmma) return 0x1.0p-8;
+  return out_dtype == DType::f16 ? 0x1.0p-9 : 0x1.0p-12;  // fp32 out: accumulation order only
 }
 
 FusedMoeTile FusedMoeCase::effective_tile() const {
@@ -82,7 +84,11 @@ void fused_moe_reference(NumericCase& c) {
   };
   reference::fused_moe(am, bm, result, opt(in.bias), opt(as), opt(bs), opt(in.weights), opt(in.sorted), in.expert_ids,
                        in.post, c.scalars.at("top_k"), c.scalars.at("layout_block_m"), out.dtype);
-  ec::finish_reference(c, result, fused_moe_rel_tolerance(a.dtype, out.dtype));
+  // The tile the launch takes: the pinned one, or the heuristic's for num_valid entries (nv rows).
+  const auto warps = c.scalars.find("warps");
+  const bool wgmma = warps != c.scalars.end() ? warps->second == expert_gemm::kWsWarps
+                                              : expert_gemm::warp_specialised(fused_moe_tile(nv, e, a.dtype));
+  ec::finish_reference(c, result, fused_moe_rel_tolerance(a.dtype, out.dtype, wgmma));
 }
 
 FusedMoeArgs FusedMoeOracle::device_args(const NumericCase& c, DeviceTensors& dev) {

@@ -27,8 +27,9 @@ NumericCase make_fused_moe_case(const FusedMoeCase& p, bool reference = true);
 void fused_moe_reference(NumericCase& c);
 // Uploads, poisons c, launches through FusedMoe's runtime call, returns {c}.
 std::vector<HostTensor> run_fused_moe(const NumericCase& c, JitRuntime& rt);
-// The relative tolerance of an operand / output dtype pair (the floor is half the output's rms).
-double fused_moe_rel_tolerance(DType dtype, DType out_dtype);
+// The relative tolerance of an operand / output dtype pair (the floor is half the output's rms);
+// wgmma: the warp-specialised tile (fp8's tensor-core sum is narrower there).
+double fused_moe_rel_tolerance(DType dtype, DType out_dtype, bool wgmma = false);
 
 // Cases bigger than these are shrunk to a case with the same JitKey (same tile, pinned; same
 // N, K, dtypes, layout and value classes of EM and num_valid; fewer experts and entries): the

@@ -106,5 +106,37 @@ TEST(FusedMoeCaseBuilder, fp8ReferenceIsTheBlockScaledProductOfTheInputs) {
   }
 }
 
+// fp8 with fp32 output on the warp-specialised tile gets 2^-8 (Hopper's fp8 wgmma keeps a narrower
+// running sum: an H100 case failed 2^-12 by 1.3e-3), whether the tile is pinned or the
+// heuristic's; the mma.sync tiles and bf16 keep 2^-12, and a replay recomputes the same rule.
+TEST(FusedMoeCaseBuilder, fp8OnTheWarpSpecialisedTileGetsTheWgmmaTolerance) {
+  auto tolerance = [](DType dtype, std::int64_t num_tokens, std::optional<FusedMoeTile> tile) {
+    equivalence::FusedMoeCase p;
+    p.num_tokens = num_tokens;
+    p.route_k = 4;
+    p.num_experts = 8;
+    p.n = 256;
+    p.k = 256;
+    p.dtype = dtype;
+    p.out_dtype = DType::f32;
+    if (dtype == DType::f8e4m3) p.scale_dtype = DType::ue8m0;
+    p.tile = tile;
+    equivalence::NumericCase c = equivalence::make_fused_moe_case(p);
+    const double built = c.tolerance("c").rel;
+    equivalence::fused_moe_reference(c);
+    EXPECT_EQ(c.tolerance("c").rel, built) << "a replay keeps the rule";
+    return built;
+  };
+  const FusedMoeTile ws = fused_moe_tile(100 * 4, 8, DType::f8e4m3);  // 50 entries per expert
+  ASSERT_EQ(ws.warps, 12) << "the heuristic's tile from 24 to 64 entries per expert is warp-specialised";
+  EXPECT_EQ(tolerance(DType::f8e4m3, 100, std::nullopt), 0x1.0p-8);
+  EXPECT_EQ(tolerance(DType::f8e4m3, 5, ws), 0x1.0p-8);
+  EXPECT_EQ(tolerance(DType::f8e4m3, 5, std::nullopt), 0x1.0p-12) << "the 16-row mma.sync tile";
+  EXPECT_EQ(tolerance(DType::f8e4m3, 100, fused_moe_tile(5 * 4, 8, DType::f8e4m3)), 0x1.0p-12);
+  EXPECT_EQ(tolerance(DType::bf16, 100, std::nullopt), 0x1.0p-12) << "bf16 wgmma sums in fp32";
+  EXPECT_EQ(equivalence::fused_moe_rel_tolerance(DType::f8e4m3, DType::bf16, true), 0x1.0p-7);
+  EXPECT_EQ(equivalence::fused_moe_rel_tolerance(DType::f8e4m3, DType::f16, false), 0x1.0p-9);
+}
+
 }  // namespace fused_moe_oracle_case_test
 }  // namespace warmkey
