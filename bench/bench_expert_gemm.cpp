@@ -622,6 +622,12 @@ void BM_nvfp4_moe(benchmark::State& state) {
   if (mid && variant == 7) tile = {32, 64, 64, 1, 4, 4};
   if (tile.block_m == 64 && variant == 6) tile = {16, 64, 128, 1, 8, 1};
   if (tile.block_m == 64 && variant == 8) tile = {128, 256, 64, 2, 12, 4};  // warp-specialised, GROUP_M 2
+  // 9-12, the same bucket: the staged tile with 8 warps, with 6 stages, the 128 x 128 tile of 8 warps,
+  // and BLOCK_N 64 (decode in shared memory: more warps a tile, more bytes in flight, fewer).
+  if (tile.block_m == 64 && variant == 9) tile = {64, 128, 64, 8, 8, 4};
+  if (tile.block_m == 64 && variant == 10) tile = {64, 128, 64, 8, 4, 6};
+  if (tile.block_m == 64 && variant == 11) tile = {128, 128, 64, 8, 8, 3};
+  if (tile.block_m == 64 && variant == 12) tile = {64, 64, 64, 8, 4, 4};
   if (variant > 0 && variant <= 4 && tile.block_k == 128) {
     static const FusedMoeTile kVariants[] = {
         {16, 64, 64, 1, 4, 6}, {16, 32, 128, 1, 8, 1}, {16, 64, 128, 1, 4, 1}, {16, 32, 128, 1, 4, 1}};
@@ -969,7 +975,7 @@ void nvfp4_args(benchmark::internal::Benchmark* b) {
       for (int variant : {0, 2, 5, 7}) b->Args({layer, t, kUniform, variant});
     }
     for (std::int64_t t : {1100, 1365, 1536, 2048, 2730}) {  // 24 < entries per expert <= 64: staged 64 x 128
-      for (int variant : {0, 6, 8}) b->Args({layer, t, kUniform, variant});
+      for (int variant : {0, 6, 8, 9, 10, 11, 12}) b->Args({layer, t, kUniform, variant});
     }
     b->Args({layer, 2048, kSkewed, 0});
     for (std::int64_t t : {8192}) {
