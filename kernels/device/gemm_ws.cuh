@@ -295,7 +295,7 @@ struct Consumer {
   // column pairs; without an expert, zeros. Rows without an entry and columns past n_cols are not
   // stored. The weights of the thread's rows are loaded first, all at once: a load per column pair,
   // each waited for before its store, cost W2 a round trip per pair (hoisted: W2 bf16 at 16,384
-  // tokens 5.11 -> 4.23 ms on the H100; docs/PERFORMANCE.md, "Expert GEMMs").
+  // tokens 5.11 -> 4.23 ms on the H100; docs/history/PERFORMANCE-2026-12-06.md).
   template <bool kGlobalScale, bool kHasBias, class Out, class StrideC, class Bias, class StrideBias, class Weight>
   __device__ __forceinline__ void store_sorted(const int (&entry)[kRowSlots], Out* c, StrideC stride_cm, int n0,
                                                int n_cols, bool has_expert, float gs, const Bias* bias, long long e,
