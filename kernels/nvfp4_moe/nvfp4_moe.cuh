@@ -116,13 +116,51 @@ __device__ __forceinline__ unsigned mul_pair(unsigned pair, unsigned scale2) {
   }
 }
 
-// 8 elements (4 packed bytes, element 2j in the low nibble of byte j) times the scale whose T bits
-// are in both halves of scale2, as 8 T values in memory order, through the byte -> pair table.
+// Development switch for an A/B run (bench: WARMKEY_BENCH_DEFINES=WK_NVFP4_DECODE_LUT=1; off in
+// every warmup and test): the staged and warp-specialised paths decode through the byte -> pair
+// table in shared memory, as before 2026-12-06, instead of in registers.
+#ifndef WK_NVFP4_DECODE_LUT
+#define WK_NVFP4_DECODE_LUT 0
+#endif
+
+// The T bits of the e2m1 magnitudes (index eem: 0, 0.5, 1, 1.5, 2, 3, 4, 6) as two byte tables of
+// eight entries each, two words per table (indices 0-3, 4-7): a byte permute looks four up at once.
+template <class T>
+struct E2m1Bytes;
+template <>
+struct E2m1Bytes<__nv_bfloat16> {  // 0x0000 0x3f00 0x3f80 0x3fc0 0x4000 0x4040 0x4080 0x40c0
+  static constexpr unsigned kHi0 = 0x3f3f3f00u, kHi1 = 0x40404040u, kLo0 = 0xc0800000u, kLo1 = 0xc0804000u;
+};
+template <>
+struct E2m1Bytes<__half> {  // 0x0000 0x3800 0x3c00 0x3e00 0x4000 0x4200 0x4400 0x4600
+  static constexpr unsigned kHi0 = 0x3e3c3800u, kHi1 = 0x46444240u, kLo0 = 0u, kLo1 = 0u;
+};
+
+// 8 elements (4 packed bytes, element 2j in the low nibble of byte j: nibble i is element i) times
+// the scale whose T bits are in both halves of scale2, as 8 T values in memory order. In registers
+// (byte permutes; no shared memory, so no bank conflicts): the magnitudes pick their high and low
+// bytes from the tables, each sign bit goes to its high byte's top bit (odd elements' signs already
+// sit at their packed byte's top bit, even ones 4 bits below), and two permutes interleave low and
+// high bytes into pairs. -0 for a negative zero code, as the table gave.
 template <class T>
 __device__ __forceinline__ uint4 decode8(unsigned packed, unsigned scale2, const unsigned* lut) {
   unsigned w[4];
+#if WK_NVFP4_DECODE_LUT
 #pragma unroll
   for (int j = 0; j < 4; ++j) w[j] = mul_pair<T>(lut[(packed >> (8 * j)) & 0xffu], scale2);
+#else
+  (void)lut;
+  using B = E2m1Bytes<T>;
+  const unsigned mag = packed & 0x77777777u, mag_hi = mag >> 16;  // a permute reads 4 selector nibbles
+  const unsigned odd = packed & 0x80808080u, even = (packed << 4) & 0x80808080u;
+  const unsigned hb_lo = __byte_perm(B::kHi0, B::kHi1, mag) | __byte_perm(even, odd, 0x5140u);     // elements 0-3
+  const unsigned hb_hi = __byte_perm(B::kHi0, B::kHi1, mag_hi) | __byte_perm(even, odd, 0x7362u);  // elements 4-7
+  const unsigned lb_lo = __byte_perm(B::kLo0, B::kLo1, mag), lb_hi = __byte_perm(B::kLo0, B::kLo1, mag_hi);
+  w[0] = mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x5140u), scale2);
+  w[1] = mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x7362u), scale2);
+  w[2] = mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x5140u), scale2);
+  w[3] = mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x7362u), scale2);
+#endif
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
@@ -453,7 +491,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
   const bool a_async = wk::aligned16(a);
 
   for (int i = tid; i < 256; i += ws::kThreads) {
-    s_lut[i] = nv4::pair_bits<T>(static_cast<unsigned>(i));
+    if (WK_NVFP4_DECODE_LUT) s_lut[i] = nv4::pair_bits<T>(static_cast<unsigned>(i));
     const unsigned sb = nv4::bits16<T>(nv4::e4m3_to_float(static_cast<unsigned>(i)));
     s_scale[i] = sb | (sb << 16);
   }
@@ -653,7 +691,8 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
       return;
     const long long e = mb.expert;
 
-    for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
+    if (WK_NVFP4_DECODE_LUT)
+      for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
     wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, mb, pid_m, nv, tid);
     __syncthreads();
 
