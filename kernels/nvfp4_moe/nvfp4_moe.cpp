@@ -60,7 +60,7 @@ std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
     return expert_gemm::ws_shared_bytes(t.stages, kWsBlockM + kWsBlockN) + 2 * kWsRawBytes + 2 * 256 * 4;
   if (t.block_k == kStreamBlockK) return kLutBytes + t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
-         t.block_m * 4 + 256 * 4;
+         t.block_m * 4;
 }
 
 std::string nvfp4_moe_tile_problem(const FusedMoeTile& t) {

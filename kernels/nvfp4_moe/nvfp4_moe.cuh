@@ -18,9 +18,10 @@
 //   stages), a second barrier, then the same mma.sync mainloop as fused_moe (Tile::compute_ab). The
 //   decoded tile is rewritten only after the next iteration's barrier, when every warp has
 //   finished reading it.
-// - Expansion: a 256-entry table in shared memory (built once per block, before the entry barrier)
-//   maps a packed byte to its two codes as a pair of T; the pair is multiplied by the group's scale
-//   (converted to T, exact) with one packed multiply: per 8 elements 4 table reads and 4 multiplies.
+// - Expansion in registers (decode8_regs): byte permutes turn 8 packed codes into 4 pairs of T, each
+//   multiplied by the group's scale (converted to T, exact) with one packed multiply. Through a
+//   256-entry byte -> pair table in shared memory instead (the warp-specialised producer's form)
+//   this tile was 3-4 % slower: the table's reads conflict on banks.
 // - e2m1 * e4m3 is exact in bf16 and f16 (at most 5 significant bits, magnitudes 2^-10 .. 2688),
 //   so the decode rounds nothing; the per-expert fp32 global scale multiplies the fp32 sums in the
 //   epilogue. An e4m3 scale byte 0x7f/0xff is NaN and poisons its group, as it should.
@@ -58,7 +59,7 @@
 //   arrival per thread on full[s] once its copies land) and makes B: per k-tile each warp copies
 //   the raw codes and scales of its 64 weight rows (32 w .. 32 w + 31 and 128 more) into one of two
 //   raw buffers with cp.async, the next k-tile's going out before this one's wait, then each lane
-//   decodes its two rows through the byte table (decode8, as the staged path) into the stage's B
+//   decodes its two rows through the byte table (decode8) into the stage's B
 //   slot in the 128-byte swizzle wgmma reads (the TMA layout), fences the async proxy and arrives
 //   on full[s] a second time (256 arrivals per phase). Registers: the producer gives back to 72,
 //   the consumers take 216 (128 x 72 + 256 x 216 = 384 x 168, the launch's pool; at 56 / 224 the
@@ -116,12 +117,16 @@ __device__ __forceinline__ unsigned mul_pair(unsigned pair, unsigned scale2) {
   }
 }
 
-// Development switch for an A/B run (bench: WARMKEY_BENCH_DEFINES=WK_NVFP4_DECODE_LUT=1; off in
-// every warmup and test): the staged and warp-specialised paths decode through the byte -> pair
-// table in shared memory, as before 2026-12-06, instead of in registers.
-#ifndef WK_NVFP4_DECODE_LUT
-#define WK_NVFP4_DECODE_LUT 0
-#endif
+// 8 elements (4 packed bytes, element 2j in the low nibble of byte j) times the scale whose T bits
+// are in both halves of scale2, as 8 T values in memory order, through the byte -> pair table (the
+// warp-specialised path's producer: decode8_regs's extra instructions cost it 12 % at T = 8,192).
+template <class T>
+__device__ __forceinline__ uint4 decode8(unsigned packed, unsigned scale2, const unsigned* lut) {
+  unsigned w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) w[j] = mul_pair<T>(lut[(packed >> (8 * j)) & 0xffu], scale2);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 // The T bits of the e2m1 magnitudes (index eem: 0, 0.5, 1, 1.5, 2, 3, 4, 6) as two byte tables of
 // eight entries each, two words per table (indices 0-3, 4-7): a byte permute looks four up at once.
@@ -136,32 +141,23 @@ struct E2m1Bytes<__half> {  // 0x0000 0x3800 0x3c00 0x3e00 0x4000 0x4200 0x4400 
   static constexpr unsigned kHi0 = 0x3e3c3800u, kHi1 = 0x46444240u, kLo0 = 0u, kLo1 = 0u;
 };
 
-// 8 elements (4 packed bytes, element 2j in the low nibble of byte j: nibble i is element i) times
-// the scale whose T bits are in both halves of scale2, as 8 T values in memory order. In registers
-// (byte permutes; no shared memory, so no bank conflicts): the magnitudes pick their high and low
-// bytes from the tables, each sign bit goes to its high byte's top bit (odd elements' signs already
-// sit at their packed byte's top bit, even ones 4 bits below), and two permutes interleave low and
-// high bytes into pairs. -0 for a negative zero code, as the table gave.
+// decode8 in registers (the staged path): byte permutes instead of the shared-memory table and its
+// bank conflicts (3-4 % faster on the staged 64 x 128 tile at T = 1,100-2,048, H100). Nibble i is
+// element i; the magnitudes pick their high and low bytes from the tables, each sign bit goes to
+// its high byte's top bit (odd elements' signs already sit at their packed byte's top bit, even
+// ones 4 bits below), and two permutes interleave low and high bytes into pairs; a negative zero
+// code gives -0, as the table does.
 template <class T>
-__device__ __forceinline__ uint4 decode8(unsigned packed, unsigned scale2, const unsigned* lut) {
-  unsigned w[4];
-#if WK_NVFP4_DECODE_LUT
-#pragma unroll
-  for (int j = 0; j < 4; ++j) w[j] = mul_pair<T>(lut[(packed >> (8 * j)) & 0xffu], scale2);
-#else
-  (void)lut;
+__device__ __forceinline__ uint4 decode8_regs(unsigned packed, unsigned scale2) {
   using B = E2m1Bytes<T>;
   const unsigned mag = packed & 0x77777777u, mag_hi = mag >> 16;  // a permute reads 4 selector nibbles
   const unsigned odd = packed & 0x80808080u, even = (packed << 4) & 0x80808080u;
   const unsigned hb_lo = __byte_perm(B::kHi0, B::kHi1, mag) | __byte_perm(even, odd, 0x5140u);     // elements 0-3
   const unsigned hb_hi = __byte_perm(B::kHi0, B::kHi1, mag_hi) | __byte_perm(even, odd, 0x7362u);  // elements 4-7
   const unsigned lb_lo = __byte_perm(B::kLo0, B::kLo1, mag), lb_hi = __byte_perm(B::kLo0, B::kLo1, mag_hi);
-  w[0] = mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x5140u), scale2);
-  w[1] = mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x7362u), scale2);
-  w[2] = mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x5140u), scale2);
-  w[3] = mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x7362u), scale2);
-#endif
-  return make_uint4(w[0], w[1], w[2], w[3]);
+  return make_uint4(
+      mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x5140u), scale2), mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x7362u), scale2),
+      mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x5140u), scale2), mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x7362u), scale2));
 }
 
 // ---- the streaming path (BLOCK_K 128) ----------------------------------------------------------
@@ -491,7 +487,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
   const bool a_async = wk::aligned16(a);
 
   for (int i = tid; i < 256; i += ws::kThreads) {
-    if (WK_NVFP4_DECODE_LUT) s_lut[i] = nv4::pair_bits<T>(static_cast<unsigned>(i));
+    s_lut[i] = nv4::pair_bits<T>(static_cast<unsigned>(i));
     const unsigned sb = nv4::bits16<T>(nv4::e4m3_to_float(static_cast<unsigned>(i)));
     s_scale[i] = sb | (sb << 16);
   }
@@ -676,7 +672,6 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     extern __shared__ __align__(128) char smem[];
     char* decoded = smem + kDecodedOff;                                          // [kBN] rows of 128 bytes
     int* s_entry = reinterpret_cast<int*>(decoded + kBN * wk::gemm::kRowBytes);  // [kBM] entry of each row
-    unsigned* s_lut = reinterpret_cast<unsigned*>(s_entry + kBM);                // [256] byte -> pair of T
 
     const long long nv = WARMKEY_INT(S, num_valid);
     const int tid = static_cast<int>(threadIdx.x);
@@ -691,8 +686,6 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
       return;
     const long long e = mb.expert;
 
-    if (WK_NVFP4_DECODE_LUT)
-      for (int i = tid; i < 256; i += kThreads) s_lut[i] = wk::nvfp4::pair_bits<T>(static_cast<unsigned>(i));
     wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, mb, pid_m, nv, tid);
     __syncthreads();
 
@@ -747,7 +740,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
         const unsigned scale = wk::nvfp4::bits16<T>(
             wk::nvfp4::e4m3_to_float(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + (ch >> 1)])));
         *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, ch)) =
-            wk::nvfp4::decode8<T>(packed, scale | (scale << 16), s_lut);
+            wk::nvfp4::decode8_regs<T>(packed, scale | (scale << 16));
       }
       __syncthreads();
       Cfg::compute_ab(wk::smem_u32(stage), wk::smem_u32(decoded), acc, warp_m, warp_n, lane);
