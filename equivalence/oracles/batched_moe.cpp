@@ -20,6 +20,7 @@ constexpr float kUntouched = -7.0f;  // c_init: what the rows past a count keep
 using expert_gemm_case::as_matrix;
 using expert_gemm_case::block_scales;
 using expert_gemm_case::fill_block_scales;
+using expert_gemm_case::pinned_tile;
 
 }  // namespace
 
@@ -137,10 +138,8 @@ void BatchedMoeOracle::compute_reference(NumericCase& c) const {
   }
   for (std::int64_t i = 0; i < e * mt * n; ++i) out.set_float(i, result.data()[i]);
   const double rms = used > 0 ? std::sqrt(sq / static_cast<double>(used)) : 0;
-  const auto warps = c.scalars.find("warps");  // the pinned tile's, or the heuristic's for mt rows
-  const bool wgmma = warps != c.scalars.end() ? warps->second == expert_gemm::kWsWarps
-                                              : expert_gemm::warp_specialised(batched_moe_tile(mt, a.dtype));
-  c.tolerances["c"] = {fused_moe_rel_tolerance(a.dtype, out.dtype, wgmma), 0.5 * rms};
+  const FusedMoeTile tile = pinned_tile(c).value_or(batched_moe_tile(mt, a.dtype));  // as the launch takes it
+  c.tolerances["c"] = {fused_moe_rel_tolerance(a.dtype, out.dtype, expert_gemm::warp_specialised(tile)), 0.5 * rms};
 }
 
 BatchedMoeArgs BatchedMoeOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
@@ -153,9 +152,7 @@ BatchedMoeArgs BatchedMoeOracle::device_args(const NumericCase& c, DeviceTensors
   a.expert_num_tokens = dev.upload(c.input("expert_num_tokens"));
   if (const HostTensor* t = c.find_input("a_scale")) a.a_scale = dev.upload(*t);
   if (const HostTensor* t = c.find_input("b_scale")) a.b_scale = dev.upload(*t);
-  if (c.scalars.count("block_n"))
-    a.tile = FusedMoeTile{c.scalars.at("block_m"), c.scalars.at("block_n"), c.scalars.at("block_k"), 1,
-                          c.scalars.at("warps"),   c.scalars.at("stages")};
+  a.tile = pinned_tile(c);
   return a;
 }
 

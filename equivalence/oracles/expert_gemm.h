@@ -90,6 +90,16 @@ void finish_reference(NumericCase& c, const reference::RowMatrixXf& result, doub
 // ---- the device side and the space's Args ------------------------------------------------------------
 
 // Uploads what both kernels share (layout, bias, topk_weights, the pinned tile) into args; c poisoned.
+// The tile a case pins (its scalars; batched_moe's keep no group_m: 1), or nullopt: the kernel's
+// heuristic picks it at launch.
+inline std::optional<FusedMoeTile> pinned_tile(const NumericCase& c) {
+  if (!c.scalars.count("block_n")) return std::nullopt;
+  const auto group_m = c.scalars.find("group_m");
+  return FusedMoeTile{c.scalars.at("block_m"), c.scalars.at("block_n"),
+                      c.scalars.at("block_k"), group_m == c.scalars.end() ? 1 : group_m->second,
+                      c.scalars.at("warps"),   c.scalars.at("stages")};
+}
+
 template <class Args>
 void set_device_args(Args& a, const NumericCase& c, DeviceTensors& dev) {
   a.a = dev.upload(c.input("a"));
@@ -104,9 +114,7 @@ void set_device_args(Args& a, const NumericCase& c, DeviceTensors& dev) {
   a.expert_ids = dev.upload(c.input("expert_ids"));
   a.num_tokens_post_padded = opt("num_tokens_post_padded");
   a.top_k = c.scalars.at("top_k");
-  if (c.scalars.count("block_n"))
-    a.tile = FusedMoeTile{c.scalars.at("block_m"), c.scalars.at("block_n"), c.scalars.at("block_k"),
-                          c.scalars.at("group_m"), c.scalars.at("warps"),   c.scalars.at("stages")};
+  a.tile = pinned_tile(c);
 }
 
 // The knobs of Args with K = k, the kernel's effective tile `tile` (meta tensors from the space).

@@ -85,10 +85,8 @@ void fused_moe_reference(NumericCase& c) {
   reference::fused_moe(am, bm, result, opt(in.bias), opt(as), opt(bs), opt(in.weights), opt(in.sorted), in.expert_ids,
                        in.post, c.scalars.at("top_k"), c.scalars.at("layout_block_m"), out.dtype);
   // The tile the launch takes: the pinned one, or the heuristic's for num_valid entries (nv rows).
-  const auto warps = c.scalars.find("warps");
-  const bool wgmma = warps != c.scalars.end() ? warps->second == expert_gemm::kWsWarps
-                                              : expert_gemm::warp_specialised(fused_moe_tile(nv, e, a.dtype));
-  ec::finish_reference(c, result, fused_moe_rel_tolerance(a.dtype, out.dtype, wgmma));
+  const FusedMoeTile tile = ec::pinned_tile(c).value_or(fused_moe_tile(nv, e, a.dtype));
+  ec::finish_reference(c, result, fused_moe_rel_tolerance(a.dtype, out.dtype, expert_gemm::warp_specialised(tile)));
 }
 
 FusedMoeArgs FusedMoeOracle::device_args(const NumericCase& c, DeviceTensors& dev) {
