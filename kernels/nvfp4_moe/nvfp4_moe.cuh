@@ -68,6 +68,13 @@
 //   the stages, 2 x 9 KiB of raw k-tiles, the pair table and an e4m3 -> T table (1 KiB each).
 //   Decoding rows past N reads zeros (codes and scales): zero weights, columns never stored.
 
+// Development switch for an A/B run (bench: WARMKEY_BENCH_DEFINES=WK_NVFP4_STAGED_CHUNK_DECODE=1;
+// off in every warmup and test): the staged tile expands one 8-element chunk per step with the
+// float scale conversion, as on 2026-12-06, instead of one 16-element scale group.
+#ifndef WK_NVFP4_STAGED_CHUNK_DECODE
+#define WK_NVFP4_STAGED_CHUNK_DECODE 0
+#endif
+
 namespace wk::nvfp4 {
 
 // The e2m1 code in the low nibble of `code` as a float: magnitude bits eem, sign bit 3.
@@ -158,6 +165,26 @@ __device__ __forceinline__ uint4 decode8_regs(unsigned packed, unsigned scale2) 
   return make_uint4(
       mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x5140u), scale2), mul_pair<T>(__byte_perm(lb_lo, hb_lo, 0x7362u), scale2),
       mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x5140u), scale2), mul_pair<T>(__byte_perm(lb_hi, hb_hi, 0x7362u), scale2));
+}
+
+// An e4m3 scale byte as T bits in both halves (exact; 0x7f / 0xff NaN): on sm_89 and later one
+// conversion of the byte pair (x, x) to f16x2, then to bf16 where T is bf16; else through float.
+template <class T>
+__device__ __forceinline__ unsigned scale_pair(unsigned char x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const unsigned short in = static_cast<unsigned short>(x | (x << 8));
+  unsigned h2;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(in));
+  if constexpr (wk::kSame<T, __half>) {
+    return h2;
+  } else {
+    const unsigned b = bits16<T>(__half2float(__ushort_as_half(static_cast<unsigned short>(h2 & 0xffffu))));
+    return b | (b << 16);
+  }
+#else
+  const unsigned b = bits16<T>(e4m3_to_float(x));
+  return b | (b << 16);
+#endif
 }
 
 // ---- the streaming path (BLOCK_K 128) ----------------------------------------------------------
@@ -732,6 +759,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     Cfg::zero(acc);
 
     Cfg::template pipeline_bytes<kStageBytes>(smem, kKTiles, load, [&](const char* stage, int) {
+#if WK_NVFP4_STAGED_CHUNK_DECODE
       // Expand the staged codes: chunk ch of row r is elements 8 ch .. 8 ch + 7 (packed bytes
       // 4 ch .. 4 ch + 3, scale ch / 2).
       for (int u = tid; u < kBN * wk::gemm::kChunks; u += kThreads) {
@@ -742,6 +770,21 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
         *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, ch)) =
             wk::nvfp4::decode8_regs<T>(packed, scale | (scale << 16));
       }
+#else
+      // Expand the staged codes a scale group at a time: group g of row r is elements 16 g ..
+      // 16 g + 15, chunks 2 g and 2 g + 1 (packed bytes 8 g .. 8 g + 7, scale g), its scale converted
+      // once.
+      for (int u = tid; u < kBN * kScaleTile; u += kThreads) {
+        const int r = u / kScaleTile, g = u % kScaleTile;
+        const uint2 packed = *reinterpret_cast<const uint2*>(stage + kRawOff + r * kPackedTile + g * 8);
+        const unsigned scale2 =
+            wk::nvfp4::scale_pair<T>(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + g]));
+        *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, 2 * g)) =
+            wk::nvfp4::decode8_regs<T>(packed.x, scale2);
+        *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, 2 * g + 1)) =
+            wk::nvfp4::decode8_regs<T>(packed.y, scale2);
+      }
+#endif
       __syncthreads();
       Cfg::compute_ab(wk::smem_u32(stage), wk::smem_u32(decoded), acc, warp_m, warp_n, lane);
     });
