@@ -13,15 +13,18 @@
 //   A (128-byte swizzled rows, 64 elements), then the k-tile's raw weights: BN rows of 32 packed bytes (64 e2m1 codes,
 //   element 2j in the low nibble) and BN rows of 4 e4m3 scale bytes (one per 16 elements), all copied with cp.async
 //   (16-byte chunks; 4-byte copies for the scales: K % 64 == 0 keeps them 4-byte aligned).
-// - Per k-tile, after the pipeline's barrier, every thread expands 8-element chunks of the staged
-//   raw weights into one decoded B tile (BN swizzled 128-byte rows of bf16/f16, shared by all
-//   stages), a second barrier, then the same mma.sync mainloop as fused_moe (Tile::compute_ab). The
-//   decoded tile is rewritten only after the next iteration's barrier, when every warp has
-//   finished reading it.
+// - Per k-tile, after the pipeline's barrier, every thread expands 16-element scale groups of the
+//   staged raw weights (8 packed bytes, one scale: two 16-byte chunks) into one decoded B tile (BN
+//   swizzled 128-byte rows of bf16/f16, shared by all stages), a second barrier, then the same
+//   mma.sync mainloop as fused_moe (Tile::compute_ab). The decoded tile is rewritten only after the
+//   next iteration's barrier, when every warp has finished reading it.
 // - Expansion in registers (decode8_regs): byte permutes turn 8 packed codes into 4 pairs of T, each
-//   multiplied by the group's scale (converted to T, exact) with one packed multiply. Through a
-//   256-entry byte -> pair table in shared memory instead (the warp-specialised producer's form)
-//   this tile was 3-4 % slower: the table's reads conflict on banks.
+//   multiplied by the group's scale (converted to T once per group, exact: on sm_89 and later one
+//   cvt e4m3x2 -> f16x2) with one packed multiply. A group per step instead of an 8-element chunk
+//   (the scale converted through float for each chunk) made this tile 20 % faster at T = 1,100-2,730
+//   (H100, 2026-12-06: W13 3,228 -> 2,591 us at T = 1,100); through a 256-entry byte -> pair table
+//   in shared memory (the warp-specialised producer's form) it was 3-4 % slower than the chunk form:
+//   the table's reads conflict on banks.
 // - e2m1 * e4m3 is exact in bf16 and f16 (at most 5 significant bits, magnitudes 2^-10 .. 2688),
 //   so the decode rounds nothing; the per-expert fp32 global scale multiplies the fp32 sums in the
 //   epilogue. An e4m3 scale byte 0x7f/0xff is NaN and poisons its group, as it should.
@@ -67,13 +70,6 @@
 //   arguments here (0 in the key), so W13 and W2 share one binary. Shared memory:
 //   the stages, 2 x 9 KiB of raw k-tiles, the pair table and an e4m3 -> T table (1 KiB each).
 //   Decoding rows past N reads zeros (codes and scales): zero weights, columns never stored.
-
-// Development switch for an A/B run (bench: WARMKEY_BENCH_DEFINES=WK_NVFP4_STAGED_CHUNK_DECODE=1;
-// off in every warmup and test): the staged tile expands one 8-element chunk per step with the
-// float scale conversion, as on 2026-12-06, instead of one 16-element scale group.
-#ifndef WK_NVFP4_STAGED_CHUNK_DECODE
-#define WK_NVFP4_STAGED_CHUNK_DECODE 0
-#endif
 
 namespace wk::nvfp4 {
 
@@ -759,18 +755,6 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     Cfg::zero(acc);
 
     Cfg::template pipeline_bytes<kStageBytes>(smem, kKTiles, load, [&](const char* stage, int) {
-#if WK_NVFP4_STAGED_CHUNK_DECODE
-      // Expand the staged codes: chunk ch of row r is elements 8 ch .. 8 ch + 7 (packed bytes
-      // 4 ch .. 4 ch + 3, scale ch / 2).
-      for (int u = tid; u < kBN * wk::gemm::kChunks; u += kThreads) {
-        const int r = u >> 3, ch = u & 7;
-        const unsigned packed = *reinterpret_cast<const unsigned*>(stage + kRawOff + r * kPackedTile + ch * 4);
-        const unsigned scale = wk::nvfp4::bits16<T>(
-            wk::nvfp4::e4m3_to_float(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + (ch >> 1)])));
-        *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, ch)) =
-            wk::nvfp4::decode8_regs<T>(packed, scale | (scale << 16));
-      }
-#else
       // Expand the staged codes a scale group at a time: group g of row r is elements 16 g ..
       // 16 g + 15, chunks 2 g and 2 g + 1 (packed bytes 8 g .. 8 g + 7, scale g), its scale converted
       // once.
@@ -784,7 +768,6 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
         *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, 2 * g + 1)) =
             wk::nvfp4::decode8_regs<T>(packed.y, scale2);
       }
-#endif
       __syncthreads();
       Cfg::compute_ab(wk::smem_u32(stage), wk::smem_u32(decoded), acc, warp_m, warp_n, lane);
     });
