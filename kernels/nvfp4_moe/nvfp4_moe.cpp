@@ -17,7 +17,6 @@ constexpr std::string_view kName = "nvfp4_moe";
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t kBlockK = 64;           // elements per k-tile (128 bytes of bf16/f16)
 constexpr std::int64_t kStreamBlockK = 128;    // the streaming path's k-step (nvfp4_moe.cuh)
-constexpr std::int64_t kLutBytes = 256 * 256;  // its tables: 256 rows of 32 pair and 32 scale copies
 constexpr std::int64_t kPieceBytes = 16 + 4;   // its prefetch per thread, weight row and k-step
 constexpr std::int64_t kScaleGroup = 16;       // elements per e4m3 scale
 // The warp-specialised tile (nvfp4_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups,
@@ -58,7 +57,7 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
   if (warp_specialised(t))  // alignment slack, stages, raw k-tiles, two tables, two barriers per stage
     return expert_gemm::ws_shared_bytes(t.stages, kWsBlockM + kWsBlockN) + 2 * kWsRawBytes + 2 * 256 * 4;
-  if (t.block_k == kStreamBlockK) return kLutBytes + t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
+  if (t.block_k == kStreamBlockK) return t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
          t.block_m * 4;
 }

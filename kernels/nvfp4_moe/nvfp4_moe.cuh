@@ -34,8 +34,9 @@
 //   n0 + 8 j + g (j < BLOCK_N / 8) a thread copies 16 packed bytes (32 elements: k0 .. k0 + 31,
 //   k0 = 128 c + 32 t4) and the 4-byte word holding their two e4m3 scales into the warp's prefetch
 //   buffer with cp.async; the warp's next step is copied while it multiplies this one (its first
-//   step while the block builds its tables), so two steps per warp are in flight without more
-//   registers. The thread decodes its pieces through the tables and runs 8 mma k-steps over them.
+//   step while the block reads its entries), so two steps per warp are in flight without more
+//   registers. The thread decodes its pieces in registers (decode8_regs, a packed word at a time:
+//   two mma k-steps) and runs 8 mma k-steps over them.
 //   The mma's k slots are a permutation of the actual k: in step s, slots 2 t4 + {0, 1} hold
 //   k0 + 4 s + {0, 1} and slots 2 t4 + 8 + {0, 1} hold k0 + 4 s + {2, 3}, on the weight side as on
 //   the token side (token rows g and g + 8: 32 contiguous elements a row, loaded 16 bytes at a
@@ -48,12 +49,10 @@
 //   63.3 against 31.3 us at T = 1 (docs/PERFORMANCE.md), deleted since.
 // - The warps' partial sums meet in shared memory as [warp][token][column] (a fixed order: bitwise
 //   deterministic), then BLOCK_N / 16 warps run the common epilogue.
-// - Its tables: 256 rows of 256 bytes; row x holds 32 copies of byte x's code pair (copy l at 4 l)
-//   and 32 copies of e4m3 byte x as T in both halves (at 128 + 4 l). Lane l reads its own copies, so
-//   a warp's 32 lookups fall on 32 distinct banks whatever the bytes (one copy: about 3.5
-//   wavefronts per lookup on random codes, the shared-memory pipe's limit before HBM's), and a
-//   lookup is one byte permute (the offset (byte << 8) | 4 l, or | 128 + 4 l) and one load. The
-//   64 KiB hold the warps' partial sums after the main loop. Rows past N (whole n8 tiles:
+// - No tables: the first form decoded through 64 KiB of per-block tables in shared memory (32
+//   copies of a byte -> pair table and an e4m3 table, one per bank, built by every block before its
+//   first step); decoding in registers instead is NN (H100, 2026-12-06). The partial sums reuse the
+//   prefetch buffers after the main loop. Rows past N (whole n8 tiles:
 //   N % 8 == 0) are copied as zeros (their products are zeros, their columns never stored).
 // - The warp-specialised tile (WARPS 12, prefill: more than 64 entries per expert) is
 //   device/gemm_ws.cuh's: one block per 128 x 256 tile, two consumer warpgroups run
@@ -186,10 +185,6 @@ __device__ __forceinline__ unsigned scale_pair(unsigned char x) {
 // ---- the streaming path (BLOCK_K 128) ----------------------------------------------------------
 
 inline constexpr int kStreamK = 128;      // elements of one warp k-step
-inline constexpr int kLutCopies = 32;     // one table copy per bank
-inline constexpr int kLutRowBytes = 256;  // table row x: pair(x) at 4 l, then e4m3(x) at kScaleCol + 4 l
-inline constexpr int kScaleCol = 128;
-inline constexpr int kLutBytes = 256 * kLutRowBytes;
 // What a thread prefetches per weight row and k-step: 16 packed bytes and the 4-byte word holding
 // its 2 scales (and its neighbour's).
 inline constexpr int kPieceBytes = 16 + 4;
@@ -215,14 +210,6 @@ __device__ __forceinline__ unsigned word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// The table entry of byte `sel`'s pick of `word` in this lane's column: row (byte << 8), column
-// `col` (4 lane for code pairs, kScaleCol + 4 lane for scales; below 256). One byte permute builds
-// the offset: selector nibbles 4 and 5 take col's low byte and a zero byte, nibble k byte k of word.
-__device__ __forceinline__ unsigned lut_at(const char* lut, unsigned word, unsigned col, unsigned sel) {
-  return *reinterpret_cast<const unsigned*>(lut + __byte_perm(word, col, sel));
-}
-template <int kByte>
-inline constexpr unsigned kLutSel = 0x5504u | (static_cast<unsigned>(kByte) << 4);
 
 }  // namespace wk::nvfp4
 
@@ -260,13 +247,12 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   static_assert(kBM == 16, "nvfp4_moe: the streaming path covers one m16 mma tile (BLOCK_M 16)");
   static_assert(kBN % 16 == 0 && kBN / 16 <= kWarps, "nvfp4_moe: BLOCK_N / 16 warps run the epilogue");
   static_assert(kK % nv4::kStreamK == 0, "nvfp4_moe: K is a whole number of 128-element steps");
-  static_assert(kWarps * kBM * kPartRow * 4 <= nv4::kLutBytes,
-                "nvfp4_moe: the warps' partial sums fit in the table's shared memory");
+  static_assert(kWarps * kBM * kPartRow * 4 <= kWarps * kBufWarp,
+                "nvfp4_moe: the warps' partial sums fit in the prefetch buffers' shared memory");
 
   extern __shared__ __align__(128) char smem[];
-  const char* s_lut = smem;                                          // [256][256 bytes]: NOTES
+  char* s_buf = smem;                                                // [warps][kBufWarp]
   float* s_part = reinterpret_cast<float*>(smem);                    // after the main loop: [warps][16][kPartRow]
-  char* s_buf = smem + nv4::kLutBytes;                               // [warps][kBufWarp]
   int* s_entry = reinterpret_cast<int*>(s_buf + kWarps * kBufWarp);  // [kBM] entry of each row
 
   const long long nv = WARMKEY_INT(S, num_valid);
@@ -308,24 +294,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
     }
     wk::cp_async_commit();
   };
-  // The warp's first k-step is on its way while the block builds its table.
+  // The warp's first k-step is on its way while the block reads its entries.
   if (local && warp < kSteps) prefetch(warp);
-
-  // The tables: thread x computes entry x once and writes its 32 copies of both, 4 at a time,
-  // staggered so that the 8 lanes of a 16-byte store phase fall on 8 distinct groups of 4 banks.
-  for (int x = tid; x < 256; x += kThreads) {
-    const unsigned pair = nv4::pair_bits<T>(static_cast<unsigned>(x));
-    const unsigned s1 = nv4::bits16<T>(nv4::e4m3_to_float(static_cast<unsigned>(x)));
-    const uint4 p4 = make_uint4(pair, pair, pair, pair);
-    const uint4 s4 = make_uint4(s1 | (s1 << 16), s1 | (s1 << 16), s1 | (s1 << 16), s1 | (s1 << 16));
-    char* row = smem + x * nv4::kLutRowBytes;
-#pragma unroll
-    for (int q = 0; q < nv4::kLutCopies / 4; ++q) {
-      const int copy = (4 * (q + x)) & (nv4::kLutCopies - 1);
-      *reinterpret_cast<uint4*>(row + 4 * copy) = p4;
-      *reinterpret_cast<uint4*>(row + nv4::kScaleCol + 4 * copy) = s4;
-    }
-  }
   wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, mb, pid_m, nv, tid);
   __syncthreads();
 
@@ -344,11 +314,8 @@ __device__ __forceinline__ void nvfp4_moe_stream(
 #pragma unroll
   for (int r = 8; r < 16; ++r) has_hi = has_hi || s_entry[r] >= 0;
 
-  const unsigned col_c = 4u * static_cast<unsigned>(lane);
-  const unsigned col_s = nv4::kScaleCol + 4u * static_cast<unsigned>(lane);
-  // Selectors of this thread's two scale bytes in its scale word (group 0: elements k0 .. k0 + 15).
-  const unsigned sel_s0 = 0x5504u | ((2u * static_cast<unsigned>(t4 & 1)) << 4);
-  const unsigned sel_s1 = 0x5504u | ((2u * static_cast<unsigned>(t4 & 1) + 1u) << 4);
+  // This thread's two scale bytes in its scale word (group h: elements k0 + 16 h .. k0 + 16 h + 15).
+  const int scale_shift = 16 * (t4 & 1);
 
   // acc[j][0..3]: m16 tile j / 2 (weight rows) x token group j % 2.
   float acc[kRows][4];
@@ -375,37 +342,34 @@ __device__ __forceinline__ void nvfp4_moe_stream(
         sw[j] = *reinterpret_cast<const unsigned*>(buf + kRows * 512 + 128 * j + 4 * lane);
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        // Both halves the scale of row j's group h (elements k0 + 16 h .. k0 + 16 h + 15).
-        unsigned sc[kRows];
+      for (int wi = 0; wi < 4; ++wi) {
+        // Packed word wi of each row: elements k0 + 8 wi .. k0 + 8 wi + 7, scale group wi / 2,
+        // decoded once into 4 pairs: sub-step 2 wi takes pairs 0 and 1, sub-step 2 wi + 1 pairs 2 and 3.
+        const int h = wi >> 1;
+        const unsigned blo[2][2] = {{alo[wi].x, alo[wi].y}, {alo[wi].z, alo[wi].w}};
+        const unsigned bhi[2][2] = {{ahi[wi].x, ahi[wi].y}, {ahi[wi].z, ahi[wi].w}};
 #pragma unroll
-        for (int j = 0; j < kRows; ++j) sc[j] = nv4::lut_at(s_lut, sw[j], col_s, h == 0 ? sel_s0 : sel_s1);
-          // Steps outside, tiles inside: independent mma in a row, each accumulator adding its steps
-          // in order.
-#pragma unroll
-        for (int s = 4 * h; s < 4 * h + 4; ++s) {
-          // Elements k0 + 4 s .. k0 + 4 s + 3: packed bytes 2 s and 2 s + 1, activation words 2 s, 2 s + 1.
-          const int wi = s >> 1;
-          const unsigned sel0 = (2 * s) & 3 ? nv4::kLutSel<2> : nv4::kLutSel<0>;
-          const unsigned sel1 = (2 * s) & 3 ? nv4::kLutSel<3> : nv4::kLutSel<1>;
-          const unsigned blo[2] = {nv4::word_of(alo[s >> 1], (2 * s) & 3), nv4::word_of(alo[s >> 1], (2 * s + 1) & 3)};
-          const unsigned bhi[2] = {nv4::word_of(ahi[s >> 1], (2 * s) & 3), nv4::word_of(ahi[s >> 1], (2 * s + 1) & 3)};
-#pragma unroll
-          for (int tm = 0; tm < kRows / 2; ++tm) {
-            const unsigned wlo = nv4::word_of(packed[2 * tm], wi), whi = nv4::word_of(packed[2 * tm + 1], wi);
-            const unsigned af[4] = {nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel0), sc[2 * tm]),
-                                    nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel0), sc[2 * tm + 1]),
-                                    nv4::mul_pair<T>(nv4::lut_at(s_lut, wlo, col_c, sel1), sc[2 * tm]),
-                                    nv4::mul_pair<T>(nv4::lut_at(s_lut, whi, col_c, sel1), sc[2 * tm + 1])};
-            wk::gemm::mma<T>(acc[2 * tm], af, blo);
-            if (kHi) wk::gemm::mma<T>(acc[2 * tm + 1], af, bhi);
-          }
-          // Every piece has been read (sub-step 0 used a word of each, so the reads have landed; the
-          // warp barrier orders them before the copies): the buffer takes the warp's next step.
-          if (s == 0 && step + kWarps < kSteps) {
-            __syncwarp();
-            prefetch(step + kWarps);
-          }
+        for (int tm = 0; tm < kRows / 2; ++tm) {
+          const uint4 dlo = nv4::decode8_regs<T>(
+              nv4::word_of(packed[2 * tm], wi),
+              nv4::scale_pair<T>(static_cast<unsigned char>(sw[2 * tm] >> (scale_shift + 8 * h))));
+          const uint4 dhi = nv4::decode8_regs<T>(
+              nv4::word_of(packed[2 * tm + 1], wi),
+              nv4::scale_pair<T>(static_cast<unsigned char>(sw[2 * tm + 1] >> (scale_shift + 8 * h))));
+          // Steps outside, tiles inside in the table form; here each accumulator still adds its
+          // sub-steps in order (2 wi, then 2 wi + 1).
+          const unsigned af0[4] = {dlo.x, dhi.x, dlo.y, dhi.y};
+          const unsigned af1[4] = {dlo.z, dhi.z, dlo.w, dhi.w};
+          wk::gemm::mma<T>(acc[2 * tm], af0, blo[0]);
+          if (kHi) wk::gemm::mma<T>(acc[2 * tm + 1], af0, bhi[0]);
+          wk::gemm::mma<T>(acc[2 * tm], af1, blo[1]);
+          if (kHi) wk::gemm::mma<T>(acc[2 * tm + 1], af1, bhi[1]);
+        }
+        // Every piece has been read (word 0 of each row went into a decode, so the reads have
+        // landed; the warp barrier orders them before the copies): the buffer takes the warp's next step.
+        if (wi == 0 && step + kWarps < kSteps) {
+          __syncwarp();
+          prefetch(step + kWarps);
         }
       }
     }
@@ -418,7 +382,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   // The warps' partial sums as [warp][token][column] (rows padded to kPartRow floats: the
   // epilogue's float2 reads of 16 lanes fall on 32 distinct banks), then the epilogue warps add
   // them in warp order (a fixed order: bitwise deterministic).
-  __syncthreads();  // every warp is done with the tables
+  __syncthreads();  // every warp is done with its prefetch buffer
   float* part = s_part + warp * kBM * kPartRow;
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
