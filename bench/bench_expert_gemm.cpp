@@ -972,7 +972,7 @@ void nvfp4_args(benchmark::internal::Benchmark* b) {
       for (int variant : {0, 1, 2, 3, 4}) b->Args({layer, t, kUniform, variant});
     }
     for (std::int64_t t : {342, 512, 1024}) {  // 8 < entries per expert <= 24: streaming
-      for (int variant : {0, 2, 5, 7}) b->Args({layer, t, kUniform, variant});
+      for (int variant : {0, 2, 3, 4, 5, 7}) b->Args({layer, t, kUniform, variant});
     }
     for (std::int64_t t : {1100, 1365, 1536, 2048, 2730}) {  // 24 < entries per expert <= 64: staged 64 x 128
       for (int variant : {0, 6}) b->Args({layer, t, kUniform, variant});

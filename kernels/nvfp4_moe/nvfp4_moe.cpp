@@ -57,7 +57,7 @@ std::vector<std::int64_t> nvfp4_moe_token_boundaries(std::int64_t top_k, std::in
 std::int64_t nvfp4_moe_shared_bytes(const FusedMoeTile& t) {
   if (warp_specialised(t))  // alignment slack, stages, raw k-tiles, two tables, two barriers per stage
     return expert_gemm::ws_shared_bytes(t.stages, kWsBlockM + kWsBlockN) + 2 * kWsRawBytes + 2 * 256 * 4;
-  if (t.block_k == kStreamBlockK) return 2 * t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
+  if (t.block_k == kStreamBlockK) return t.warps * 32 * (t.block_n / 8) * kPieceBytes + t.block_m * 4;
   return t.stages * (t.block_m * 128 + t.block_n * (kBlockK / 2 + kBlockK / kScaleGroup)) + t.block_n * 128 +
          t.block_m * 4;
 }

@@ -70,12 +70,6 @@
 //   the stages, 2 x 9 KiB of raw k-tiles, the pair table and an e4m3 -> T table (1 KiB each).
 //   Decoding rows past N reads zeros (codes and scales): zero weights, columns never stored.
 
-// Development switch for an A/B run (bench: WARMKEY_BENCH_DEFINES=WK_NVFP4_STREAM_BUFS=1): the
-// k-steps each warp of the streaming path keeps in flight (host shared memory is sized for 2).
-#ifndef WK_NVFP4_STREAM_BUFS
-#define WK_NVFP4_STREAM_BUFS 2
-#endif
-
 namespace wk::nvfp4 {
 
 // The e2m1 code in the low nibble of `code` as a float: magnitude bits eem, sign bit 3.
@@ -245,8 +239,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   constexpr int kSteps = kK / nv4::kStreamK;
   constexpr int kPackedRow = kK / 2;                       // bytes of one weight row
   constexpr int kScaleRow = kK / 16;                       // scales of one weight row
-  constexpr int kBufWarp = 32 * kRows * nv4::kPieceBytes;  // one k-step of a warp's prefetch buffers
-  constexpr int kBufs = WK_NVFP4_STREAM_BUFS;              // k-steps a warp has in flight
+  constexpr int kBufWarp = 32 * kRows * nv4::kPieceBytes;  // a warp's prefetch buffer
   constexpr int kPartRow = kBN + 8;                        // floats per token row of the partial sums
   // The epilogue's layout: BLOCK_N / 16 warps of 16 x 16 outputs (two n8 tiles each).
   using Epi = wk::gemm::Tile<T, kBM, kBN, kBN / 16, 2>;
@@ -254,13 +247,13 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   static_assert(kBM == 16, "nvfp4_moe: the streaming path covers one m16 mma tile (BLOCK_M 16)");
   static_assert(kBN % 16 == 0 && kBN / 16 <= kWarps, "nvfp4_moe: BLOCK_N / 16 warps run the epilogue");
   static_assert(kK % nv4::kStreamK == 0, "nvfp4_moe: K is a whole number of 128-element steps");
-  static_assert(kWarps * kBM * kPartRow * 4 <= kWarps * kBufWarp * kBufs,
+  static_assert(kWarps * kBM * kPartRow * 4 <= kWarps * kBufWarp,
                 "nvfp4_moe: the warps' partial sums fit in the prefetch buffers' shared memory");
 
   extern __shared__ __align__(128) char smem[];
-  char* s_buf = smem;                              // [warps][kBufs][kBufWarp]
-  float* s_part = reinterpret_cast<float*>(smem);  // after the main loop: [warps][16][kPartRow]
-  int* s_entry = reinterpret_cast<int*>(s_buf + kWarps * kBufs * kBufWarp);  // [kBM] entry of each row
+  char* s_buf = smem;                                                // [warps][kBufWarp]
+  float* s_part = reinterpret_cast<float*>(smem);                    // after the main loop: [warps][16][kPartRow]
+  int* s_entry = reinterpret_cast<int*>(s_buf + kWarps * kBufWarp);  // [kBM] entry of each row
 
   const long long nv = WARMKEY_INT(S, num_valid);
   const int tid = static_cast<int>(threadIdx.x);
@@ -284,32 +277,25 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   // n0 + 8 j + g), its scale word at kRows * 512 + 128 j + 4 l (bytes 2 t4 and 2 t4 + 1 of the
   // row's 8 scales of the step are bytes 2 (t4 & 1) and 2 (t4 & 1) + 1 of it). Each thread reads
   // back only what it copied.
-  char* buf = s_buf + warp * kBufs * kBufWarp;
+  char* buf = s_buf + warp * kBufWarp;
   const unsigned buf_w = wk::smem_u32(buf) + 16 * lane;
   const unsigned buf_s = wk::smem_u32(buf) + kRows * 512 + 4 * lane;
   const unsigned char* b_row = reinterpret_cast<const unsigned char*>(b) +
                                ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kPackedRow) + 16 * t4;
   const unsigned char* s_row = reinterpret_cast<const unsigned char*>(b_scale) +
                                ((local ? e : 0) * kN + n0 + g) * static_cast<long long>(kScaleRow) + 4 * (t4 >> 1);
-  // k-step `step` into buffer `slot`; one commit group whether or not the step exists, so that
-  // the group of the warp's i-th step is always its i-th.
-  auto prefetch = [&](int step, int slot) {
-    if (step < kSteps) {
+  auto prefetch = [&](int step) {
 #pragma unroll
-      for (int j = 0; j < kRows; ++j) {
-        const bool ok = n0 + 8 * j < kN;  // whole n8 tiles: N % 8 == 0; rows past N copy zeros
-        const long long row = ok ? 8LL * j : 0LL;
-        wk::cp_async16(buf_w + slot * kBufWarp + 512 * j, b_row + row * kPackedRow + step * 64, ok);
-        wk::cp_async4(buf_s + slot * kBufWarp + 128 * j, s_row + row * kScaleRow + step * 8, ok);
-      }
+    for (int j = 0; j < kRows; ++j) {
+      const bool ok = n0 + 8 * j < kN;  // whole n8 tiles: N % 8 == 0; rows past N copy zeros
+      const long long row = ok ? 8LL * j : 0LL;
+      wk::cp_async16(buf_w + 512 * j, b_row + row * kPackedRow + step * 64, ok);
+      wk::cp_async4(buf_s + 128 * j, s_row + row * kScaleRow + step * 8, ok);
     }
     wk::cp_async_commit();
   };
-  // The warp's first k-steps are on their way while the block reads its entries.
-  if (local) {
-#pragma unroll
-    for (int i = 0; i < kBufs; ++i) prefetch(warp + i * kWarps, i);
-  }
+  // The warp's first k-step is on its way while the block reads its entries.
+  if (local && warp < kSteps) prefetch(warp);
   wk::expert::load_entries<kBM, kThreads>(s_entry, sorted_token_ids, mb, pid_m, nv, tid);
   __syncthreads();
 
@@ -339,22 +325,21 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   // kHi: a constant at each call site below (the lambda is inlined into two copies of the loop).
   auto run = [&](const bool kHi) {
 #pragma unroll 1
-    for (int step = warp, slot = 0; step < kSteps; step += kWarps, slot = slot + 1 == kBufs ? 0 : slot + 1) {
+    for (int step = warp; step < kSteps; step += kWarps) {
       const int k0 = step * nv4::kStreamK + 32 * t4;  // this thread's 32 elements
-      const char* piece = buf + slot * kBufWarp;
       uint4 alo[4], ahi[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         alo[i] = nv4::load_a16(a_lo, k0 + 8 * i, a_vec);
         ahi[i] = kHi ? nv4::load_a16(a_hi, k0 + 8 * i, a_vec) : make_uint4(0, 0, 0, 0);
       }
-      wk::cp_async_wait<kBufs - 1>();  // this step's group: the (kBufs - 1) newer ones may still fly
+      wk::cp_async_wait<0>();
       uint4 packed[kRows];
       unsigned sw[kRows];
 #pragma unroll
       for (int j = 0; j < kRows; ++j) {
-        packed[j] = *reinterpret_cast<const uint4*>(piece + 512 * j + 16 * lane);
-        sw[j] = *reinterpret_cast<const unsigned*>(piece + kRows * 512 + 128 * j + 4 * lane);
+        packed[j] = *reinterpret_cast<const uint4*>(buf + 512 * j + 16 * lane);
+        sw[j] = *reinterpret_cast<const unsigned*>(buf + kRows * 512 + 128 * j + 4 * lane);
       }
 #pragma unroll
       for (int wi = 0; wi < 4; ++wi) {
@@ -382,9 +367,9 @@ __device__ __forceinline__ void nvfp4_moe_stream(
         }
         // Every piece has been read (word 0 of each row went into a decode, so the reads have
         // landed; the warp barrier orders them before the copies): the buffer takes the warp's next step.
-        if (wi == 0) {
+        if (wi == 0 && step + kWarps < kSteps) {
           __syncwarp();
-          prefetch(step + kBufs * kWarps, slot);
+          prefetch(step + kWarps);
         }
       }
     }
