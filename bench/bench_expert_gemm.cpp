@@ -608,8 +608,9 @@ void BM_nvfp4_moe(benchmark::State& state) {
   const std::vector<int> ids = route(tokens, routing, 1000 + static_cast<std::uint64_t>(tokens));
   const bool naive = fused_moe_naive(tokens, kTopK, kExperts);
   // variant (batches whose heuristic tile streams: up to 24 entries per expert): 1 the staged tile
-  // (BLOCK_K 64) the streaming one replaced at decode; 2-4 other streaming tiles (BLOCK_N 32 / 64,
-  // 4 / 8 warps); from 8 to 24 entries per expert also 5 the next bucket's 64 x 128 tile and 7 the
+  // (BLOCK_K 64) the streaming one replaced at decode; 2-4 other streaming tiles (32 x 8 warps, 64 x 4,
+  // and 4 the 64 x 8 the heuristic took before 2026-12-06's register decode: BLOCK_N x warps); from
+  // 8 to 24 entries per expert also 5 the next bucket's 64 x 128 tile and 7 the
   // staged 32 x 64 tile the streaming one replaced there (2026-12-06). Batches whose heuristic tile
   // is the staged 64 x 128 one: 6 the streaming tile, 8 the warp-specialised tile with GROUP_M 2
   // (fused_moe's took that bucket 1.4-2.0x faster in fp8). Prefill batches whose heuristic tile is the
@@ -620,7 +621,7 @@ void BM_nvfp4_moe(benchmark::State& state) {
   const bool mid = nv > kFusedMoeEntriesPerExpertBoundaries[0] * kExperts && tile.block_k == 128;
   if (mid && variant == 5) tile = {64, 128, 64, 8, 4, 4};
   if (mid && variant == 7) tile = {32, 64, 64, 1, 4, 4};
-  if (tile.block_m == 64 && variant == 6) tile = {16, 64, 128, 1, 8, 1};
+  if (tile.block_m == 64 && variant == 6) tile = {16, 32, 128, 1, 4, 1};
   if (tile.block_m == 64 && variant == 8) tile = {128, 256, 64, 2, 12, 4};  // warp-specialised, GROUP_M 2
   // 9-12, the same bucket: the staged tile with 8 warps, with 6 stages, the 128 x 128 tile of 8 warps,
   // and BLOCK_N 64 (decode in shared memory: more warps a tile, more bytes in flight, fewer).
@@ -630,7 +631,7 @@ void BM_nvfp4_moe(benchmark::State& state) {
   if (tile.block_m == 64 && variant == 12) tile = {64, 64, 64, 8, 4, 4};
   if (variant > 0 && variant <= 4 && tile.block_k == 128) {
     static const FusedMoeTile kVariants[] = {
-        {16, 64, 64, 1, 4, 6}, {16, 32, 128, 1, 8, 1}, {16, 64, 128, 1, 4, 1}, {16, 32, 128, 1, 4, 1}};
+        {16, 64, 64, 1, 4, 6}, {16, 32, 128, 1, 8, 1}, {16, 64, 128, 1, 4, 1}, {16, 64, 128, 1, 8, 1}};
     tile = kVariants[variant - 1];
   }
   if (variant == 1 && tile.warps == 12) tile = {128, 128, 64, 8, 8, 3};

@@ -41,9 +41,12 @@ FusedMoeTile nvfp4_moe_tile(std::int64_t num_valid, std::int64_t num_experts, st
   // Up to 24 entries per expert, the streaming tile (weights straight to registers) when K allows it:
   // from 8 to 24 it beat the staged 32 x 64 tile by 1.9-2.3x at T = 342 and 512 and by 5 % at
   // 1,024 (W13 and W2 together; H100, docs/PERFORMANCE.md), and it leaves that tile's two NVRTC
-  // compiles out of the warmup.
+  // compiles out of the warmup. BLOCK_N 32 with 4 warps since the decode moved to registers: W13 +
+  // W2 1-7 % faster than the 16 x 64 tile of 8 warps with tables at T = 8-1,024 (320 against 323 us
+  // at T = 8, 1,793 against 1,886 at 256, 4,049 against 4,336 at 1,024), T = 1 the same within
+  // noise (50.7 against 50.0 us; H100, 2026-12-06).
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e && k % kStreamBlockK == 0)
-    return {16, 64, kStreamBlockK, 1, 8, 1};
+    return {16, 32, kStreamBlockK, 1, 4, 1};
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[0] * e) return {16, 64, kBlockK, 1, 4, 6};
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[1] * e) return {32, 64, kBlockK, 1, 4, 4};
   if (num_valid <= kFusedMoeEntriesPerExpertBoundaries[2] * e) return {64, 128, kBlockK, 8, 4, 4};

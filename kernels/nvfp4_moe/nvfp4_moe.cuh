@@ -51,8 +51,12 @@
 //   deterministic), then BLOCK_N / 16 warps run the common epilogue.
 // - No tables: the first form decoded through 64 KiB of per-block tables in shared memory (32
 //   copies of a byte -> pair table and an e4m3 table, one per bank, built by every block before its
-//   first step); decoding in registers instead is NN (H100, 2026-12-06). The partial sums reuse the
-//   prefetch buffers after the main loop. Rows past N (whole n8 tiles:
+//   first step). On its 16 x 64 tile of 8 warps the register decode was no faster (T = 1: ncu put
+//   the table form's L1 at 78 % busy and DRAM at 55 %, the register form's L1 at 45 % and the SM at
+//   56 %: both short of a limit, 16 warps per SM), but without a table per block the 4-warp tiles
+//   pay off: 16 x 32 with 4 warps is 1-7 % faster at T = 8-1,024 (H100, 2026-12-06,
+//   docs/PERFORMANCE.md). Two k-steps in flight per warp were 0-10 % slower (32 bytes of spills).
+//   The partial sums reuse the prefetch buffers after the main loop. Rows past N (whole n8 tiles:
 //   N % 8 == 0) are copied as zeros (their products are zeros, their columns never stored).
 // - The warp-specialised tile (WARPS 12, prefill: more than 64 entries per expert) is
 //   device/gemm_ws.cuh's: one block per 128 x 256 tile, two consumer warpgroups run

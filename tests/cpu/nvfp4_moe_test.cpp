@@ -261,15 +261,15 @@ TEST(Nvfp4MoeTile, changesExactlyAtTheDeclaredBoundaries) {
 }
 
 // Tiles up to 24 entries per expert stream the weights (BLOCK_K 128) exactly when K is a multiple
-// of 128; the streaming tile has its own rules and shared memory: the 64 KiB of code and scale tables, each
-// warp's prefetch buffer (20 bytes per thread and weight row) and the entries. Its launch bounds
-// ask for two blocks per SM, which must fit in an SM's 228 KiB (1 KiB reserved per block).
+// of 128; the streaming tile has its own rules and shared memory: each warp's prefetch buffer (20
+// bytes per thread and weight row; the warps' partial sums reuse it) and the entries. Its launch
+// bounds ask for two blocks per SM, which must fit in an SM's 228 KiB (1 KiB reserved per block).
 TEST(Nvfp4MoeTile, decodeStreamsExactlyWhenKIsAMultipleOf128) {
   for (std::int64_t k : {128, 384, 2048, 4096}) {
     for (std::int64_t nv : {1, 8 * 256, 8 * 256 + 1, 24 * 256}) {
       const FusedMoeTile t = nvfp4_moe_tile(nv, 256, k);
-      EXPECT_EQ(t, (FusedMoeTile{16, 64, 128, 1, 8, 1})) << k << " " << nv;
-      EXPECT_EQ(nvfp4_moe_shared_bytes(t), 256 * 256 + 8 * 32 * 8 * 20 + 16 * 4);
+      EXPECT_EQ(t, (FusedMoeTile{16, 32, 128, 1, 4, 1})) << k << " " << nv;
+      EXPECT_EQ(nvfp4_moe_shared_bytes(t), 4 * 32 * 4 * 20 + 16 * 4);
     }
     EXPECT_EQ(nvfp4_moe_tile(24 * 256 + 1, 256, k), (FusedMoeTile{64, 128, 64, 8, 4, 4})) << k;  // staged
   }
@@ -282,9 +282,11 @@ TEST(Nvfp4MoeTile, decodeStreamsExactlyWhenKIsAMultipleOf128) {
       const FusedMoeTile t{16, bn, 128, 1, warps, 1};
       EXPECT_EQ(nvfp4_moe_tile_problem(t), "");
       EXPECT_LE(2 * (nvfp4_moe_shared_bytes(t) + 1024), 228 * 1024) << bn << " " << warps;
+      // The partial sums ([warps][16][BN + 8] floats) fit in the prefetch buffers they reuse.
+      EXPECT_LE(warps * 16 * (bn + 8) * 4, nvfp4_moe_shared_bytes(t) - 16 * 4) << bn << " " << warps;
     }
   for (std::int64_t k : {64, 192, 4032}) EXPECT_EQ(nvfp4_moe_tile(1, 256, k), (FusedMoeTile{16, 64, 64, 1, 4, 6})) << k;
-  EXPECT_EQ(nvfp4_moe_tile_problem({16, 32, 128, 1, 4, 1}), "");
+  EXPECT_EQ(nvfp4_moe_tile_problem({16, 64, 128, 1, 8, 1}), "");
   EXPECT_NE(nvfp4_moe_tile_problem({32, 64, 128, 1, 8, 1}).find("block_m 32 must be 16"), std::string::npos);
   EXPECT_NE(nvfp4_moe_tile_problem({16, 128, 128, 1, 8, 1}).find("block_n 128"), std::string::npos);
   EXPECT_NE(nvfp4_moe_tile_problem({16, 64, 128, 1, 2, 1}).find("warps 2"), std::string::npos);
@@ -455,7 +457,7 @@ TEST(Nvfp4MoeValidation, errorsNameKernelFieldAndValue) {
 TEST(Nvfp4MoeKey, holdsDtypesShapeClassesLayoutAndTile) {
   EXPECT_EQ(kKernel.dispatch(valid_args()).to_string(),
             "nvfp4_moe{dtype=bf16, out_dtype=bf16, n=64, k=256, top_k=2, mul_routed_weight=false, has_bias=false, "
-            "naive=false, ids_dtype=i32, em=2, num_valid=2, block_m=16, block_n=64, block_k=128, group_m=1, warps=8, "
+            "naive=false, ids_dtype=i32, em=2, num_valid=2, block_m=16, block_n=32, block_k=128, group_m=1, warps=4, "
             "stages=1}");
 }
 
