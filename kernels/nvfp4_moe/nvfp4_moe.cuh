@@ -74,6 +74,10 @@
 //   the stages, 2 x 9 KiB of raw k-tiles, the pair table and an e4m3 -> T table (1 KiB each).
 //   Decoding rows past N reads zeros (codes and scales): zero weights, columns never stored.
 
+#ifndef WK_NVFP4_STREAM_MIN_BLOCKS4
+#define WK_NVFP4_STREAM_MIN_BLOCKS4 2
+#endif
+
 namespace wk::nvfp4 {
 
 // The e2m1 code in the low nibble of `code` as a float: magnitude bits eem, sign bit 3.
@@ -606,7 +610,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
 }
 
 template <class S>
-__global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK ? 2 : 1)
+__global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK ? (S::WARPS == 4 ? WK_NVFP4_STREAM_MIN_BLOCKS4 : 2) : 1)
     nvfp4_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
                      const typename S::b_global_scale_t* b_global_scale, typename S::c_t* c,
                      const typename S::bias_t* bias, const typename S::topk_weights_t* topk_weights,
