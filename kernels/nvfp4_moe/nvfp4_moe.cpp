@@ -15,10 +15,10 @@ namespace {
 
 constexpr std::string_view kName = "nvfp4_moe";
 constexpr std::int64_t kI32Max = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kBlockK = 64;           // elements per k-tile (128 bytes of bf16/f16)
-constexpr std::int64_t kStreamBlockK = 128;    // the streaming path's k-step (nvfp4_moe.cuh)
-constexpr std::int64_t kPieceBytes = 16 + 4;   // its prefetch per thread, weight row and k-step
-constexpr std::int64_t kScaleGroup = 16;       // elements per e4m3 scale
+constexpr std::int64_t kBlockK = 64;          // elements per k-tile (128 bytes of bf16/f16)
+constexpr std::int64_t kStreamBlockK = 128;   // the streaming path's k-step (nvfp4_moe.cuh)
+constexpr std::int64_t kPieceBytes = 16 + 4;  // its prefetch per thread, weight row and k-step
+constexpr std::int64_t kScaleGroup = 16;      // elements per e4m3 scale
 // The warp-specialised tile (nvfp4_moe.cuh on device/gemm_ws.cuh): 128 x 256, 3 warpgroups,
 // one block per tile; per stage 128 A rows and 256 decoded B rows of 128 bytes, plus two k-tiles of
 // raw weights (256 x 32 packed bytes + 256 x 4 scales each) and the byte table.

@@ -55,7 +55,7 @@
 //   the table form's L1 at 78 % busy and DRAM at 55 %, the register form's L1 at 45 % and the SM at
 //   56 %: both short of a limit, 16 warps per SM), but without a table per block the 4-warp tiles
 //   pay off: 16 x 32 with 4 warps is 1-7 % faster at T = 8-1,024 (H100, 2026-12-06,
-//   docs/PERFORMANCE.md). Two k-steps in flight per warp were 0-10 % slower (32 bytes of spills).
+//   docs/PERFORMANCE.md). Two k-steps in flight per warp were 0-11 % slower (16-24 bytes of spills).
 //   The partial sums reuse the prefetch buffers after the main loop. Rows past N (whole n8 tiles:
 //   N % 8 == 0) are copied as zeros (their products are zeros, their columns never stored).
 // - The warp-specialised tile (WARPS 12, prefill: more than 64 entries per expert) is
@@ -192,7 +192,7 @@ __device__ __forceinline__ unsigned scale_pair(unsigned char x) {
 
 // ---- the streaming path (BLOCK_K 128) ----------------------------------------------------------
 
-inline constexpr int kStreamK = 128;      // elements of one warp k-step
+inline constexpr int kStreamK = 128;  // elements of one warp k-step
 // What a thread prefetches per weight row and k-step: 16 packed bytes and the 4-byte word holding
 // its 2 scales (and its neighbour's).
 inline constexpr int kPieceBytes = 16 + 4;
@@ -217,7 +217,6 @@ __device__ __forceinline__ uint4 load_a16(const T* row, int k, bool vec) {
 __device__ __forceinline__ unsigned word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-
 
 }  // namespace wk::nvfp4
 
@@ -358,9 +357,9 @@ __device__ __forceinline__ void nvfp4_moe_stream(
         const unsigned bhi[2][2] = {{ahi[wi].x, ahi[wi].y}, {ahi[wi].z, ahi[wi].w}};
 #pragma unroll
         for (int tm = 0; tm < kRows / 2; ++tm) {
-          const uint4 dlo = nv4::decode8_regs<T>(
-              nv4::word_of(packed[2 * tm], wi),
-              nv4::scale_pair<T>(static_cast<unsigned char>(sw[2 * tm] >> (scale_shift + 8 * h))));
+          const uint4 dlo =
+              nv4::decode8_regs<T>(nv4::word_of(packed[2 * tm], wi),
+                                   nv4::scale_pair<T>(static_cast<unsigned char>(sw[2 * tm] >> (scale_shift + 8 * h))));
           const uint4 dhi = nv4::decode8_regs<T>(
               nv4::word_of(packed[2 * tm + 1], wi),
               nv4::scale_pair<T>(static_cast<unsigned char>(sw[2 * tm + 1] >> (scale_shift + 8 * h))));
@@ -610,7 +609,9 @@ __device__ __forceinline__ void nvfp4_moe_ws(
 }
 
 template <class S>
-__global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK ? (S::WARPS == 4 ? WK_NVFP4_STREAM_MIN_BLOCKS4 : 2) : 1)
+__global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK
+                                                     ? (S::WARPS == 4 ? WK_NVFP4_STREAM_MIN_BLOCKS4 : 2)
+                                                     : 1)
     nvfp4_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
                      const typename S::b_global_scale_t* b_global_scale, typename S::c_t* c,
                      const typename S::bias_t* bias, const typename S::topk_weights_t* topk_weights,
@@ -735,8 +736,7 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
         const uint2 packed = *reinterpret_cast<const uint2*>(stage + kRawOff + r * kPackedTile + g * 8);
         const unsigned scale2 =
             wk::nvfp4::scale_pair<T>(static_cast<unsigned char>(stage[kScaleOff + r * kScaleTile + g]));
-        *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, 2 * g)) =
-            wk::nvfp4::decode8_regs<T>(packed.x, scale2);
+        *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, 2 * g)) = wk::nvfp4::decode8_regs<T>(packed.x, scale2);
         *reinterpret_cast<uint4*>(decoded + wk::gemm::swizzle(r, 2 * g + 1)) =
             wk::nvfp4::decode8_regs<T>(packed.y, scale2);
       }
