@@ -713,7 +713,8 @@ void BM_nvfp4_moe(benchmark::State& state) {
 // out, through fused_moe as one expert (E = 1, TOP_K = 1, moe_align's sorted layout built on the
 // host: the naive layout never applies, T * 1 * 4 > E; the tile from fused_moe's heuristic, no
 // routed weight), through the layer's cuBLAS call (replay/layer/layer_cublas.cpp) and through
-// cuBLASLt with its heuristic's first algorithm, in the same program and run.
+// cuBLASLt with its heuristic's first algorithm (and the fastest correct one of its first 16,
+// cublaslt_best_*), in the same program and run.
 
 struct SharedShape {
   std::int64_t n, k;
@@ -763,12 +764,16 @@ double bf16_rel_diff(const void* got, const void* want, std::int64_t count) {
 constexpr std::size_t kLayerWorkspace = 32u << 20;
 
 // The same GEMM as one cublasLtMatmul (same orientation, bf16, CUBLAS_COMPUTE_32F, f32 scales) with
-// the first algorithm cublasLtMatmulAlgoGetHeuristic returns for a 32 MiB workspace. One plan
-// serves every set (the pointers are the call's).
+// the first algorithm cublasLtMatmulAlgoGetHeuristic returns for a 32 MiB workspace; `all` holds
+// the heuristic's first kLtAlgos (the first among them), which the benchmark also times one by one
+// (a startup sweep an engine could make: is any of them nearer the copy roofline at decode sizes
+// than the first?). One plan serves every set (the pointers are the call's).
+constexpr int kLtAlgos = 16;
 struct SharedLtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulHeuristicResult_t algo{};
+  std::vector<cublasLtMatmulHeuristicResult_t> all;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   const char* failed = "";
   SharedLtPlan(cublasLtHandle_t h, std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -791,9 +796,22 @@ struct SharedLtPlan {
     ok(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
        "workspace preference");
     int found = 0;
-    if (ok(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, 1, &algo, &found), "heuristic") && found == 0)
+    all.resize(kLtAlgos);
+    if (ok(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, lc, lc, pref, kLtAlgos, all.data(), &found), "heuristic") &&
+        found == 0)
       ok(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic found no algorithm");
+    all.resize(static_cast<std::size_t>(std::max(found, 0)));
+    if (!all.empty()) algo = all.front();
     cublasLtMatmulPreferenceDestroy(pref);
+  }
+  // The algorithm's split-K count (1: none), or 0 when the attribute cannot be read.
+  static int split_k(const cublasLtMatmulAlgo_t& a) {
+    int v = 0;
+    std::size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &v, sizeof v, &written) ==
+                   CUBLAS_STATUS_SUCCESS
+               ? v
+               : 0;
   }
   ~SharedLtPlan() {
     if (op) cublasLtMatmulDescDestroy(op);
@@ -904,11 +922,12 @@ void BM_shared_expert(benchmark::State& state) {
   }
   const bool have_lt = lt_note.empty();
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
+  const cublasLtMatmulAlgo_t* lt_algo = have_lt ? &plan->algo.algo : nullptr;
   auto cublaslt = [&](std::size_t i) {
     const float alpha = 1.0f, beta = 0.0f;
     const cublasStatus_t st = cublasLtMatmul(lt.handle, plan->op, &alpha, set[i].b.data(), plan->la, set[i].a.data(),
                                              plan->lb, &beta, set[i].c_lt.data(), plan->lc, set[i].c_lt.data(),
-                                             plan->lc, &plan->algo.algo, lt.workspace.data(), kLayerWorkspace, nullptr);
+                                             plan->lc, lt_algo, lt.workspace.data(), kLayerWorkspace, nullptr);
     if (st != CUBLAS_STATUS_SUCCESS) lt_status = st;
   };
 
@@ -939,6 +958,28 @@ void BM_shared_expert(benchmark::State& state) {
   double lt_ms = 0;
   if (have_lt && lt_status == CUBLAS_STATUS_SUCCESS) lt_ms = median_ms_rotating(sets, cublaslt);
   if (lt_status != CUBLAS_STATUS_SUCCESS) lt_note = str_cat("cublasLtMatmul status ", static_cast<int>(lt_status));
+  // The heuristic's other algorithms, each checked against cuBLAS on set 0 (NaN-poisoned first)
+  // before it is timed; the fastest correct one is reported (cublaslt_best_*; index 0 is the first).
+  double best_ms = lt_ms;
+  int best_index = 0, checked = lt_ms > 0 ? 1 : 0, wrong = 0;
+  if (lt_ms > 0) {
+    for (std::size_t j = 1; j < plan->all.size(); ++j) {
+      lt_algo = &plan->all[j].algo;
+      lt_status = CUBLAS_STATUS_SUCCESS;
+      dev.fill_bytes(set[0].c_lt.data(), 0xFF, static_cast<std::size_t>(t * n * 2));
+      cublaslt(0);
+      dev.synchronize();
+      if (lt_status != CUBLAS_STATUS_SUCCESS) continue;
+      if (!(bf16_rel_diff(set[0].c_lt.data(), set[0].c_cublas.data(), t * n) <= tolerance)) {
+        ++wrong;
+        continue;
+      }
+      ++checked;
+      const double ms = median_ms_rotating(sets, cublaslt);
+      if (lt_status == CUBLAS_STATUS_SUCCESS && ms < best_ms) best_ms = ms, best_index = static_cast<int>(j);
+    }
+    lt_algo = &plan->algo.algo;
+  }
 
   const std::string key = kernel.dispatch(args[0]).to_string();
   const std::string shape = str_cat("shared ", layer == kW13 ? "gate_up" : "down", " T=", t, " N=", n, " K=", k);
@@ -946,6 +987,15 @@ void BM_shared_expert(benchmark::State& state) {
   shared_figures(state, "", shape + " fused_moe " + key, fused_ms, bytes, flops);
   shared_figures(state, "cublas_", shape + " cublasGemmEx", cb_ms, bytes, flops);
   if (lt_ms > 0) shared_figures(state, "cublaslt_", shape + " cublasLtMatmul", lt_ms, bytes, flops);
+  if (lt_ms > 0) {
+    shared_figures(state, "cublaslt_best_", shape + " cublasLtMatmul (best of the heuristic's)", best_ms, bytes, flops);
+    state.counters["cublaslt_best_index"] = best_index;
+    state.counters["cublaslt_best_splitk"] =
+        SharedLtPlan::split_k(plan->all[static_cast<std::size_t>(best_index)].algo);
+    state.counters["cublaslt_algos"] = static_cast<double>(plan->all.size());
+    state.counters["cublaslt_algos_checked"] = checked;
+    state.counters["cublaslt_algos_wrong"] = wrong;
+  }
   state.counters["bytes"] = bytes;
   state.counters["fused_over_cublas"] = fused_ms / cb_ms;
   if (lt_ms > 0) state.counters["fused_over_cublaslt"] = fused_ms / lt_ms;
