@@ -1,7 +1,9 @@
 // Where NVRTC spends a cold warmup: every kernel's keys of a config compiled in programs of
 // --batch keys, one program at a time on one thread, with the given extra NVRTC options. Prints
 // per program and per kernel the wall and CPU seconds (CPU = user + sys of this process), the
-// cubin size and the keys. With --trace DIR, NVRTC also writes a -fdevice-time-trace JSON per
+// cubin size, the registers per thread and local-memory frame bytes ptxas gave (the largest of the
+// program's kernels: warmup/cubin_resources.h; a frame above 0 is spills or a local array) and the
+// keys. With --trace DIR, NVRTC also writes a -fdevice-time-trace JSON per
 // program there (open it in chrome://tracing or Perfetto).
 //
 //   nvrtc_breakdown [--config dsv4-flash] [--kernel K] [--batch N] [--trace DIR]
@@ -48,6 +50,7 @@
 #include "equivalence/kernel_table.h"
 #include "warmup/arch.h"
 #include "warmup/compiler.h"
+#include "warmup/cubin_resources.h"
 #include "warmup/error.h"
 #include "warmup/orchestrator.h"
 #include "warmup/schedule.h"
@@ -301,8 +304,10 @@ int run(const Args& a) {
                   return o;
                 }()
                     .c_str());
+    // A kernel's line ends with the keys that shared an instantiation; a program's line (the
+    // indented ones) with its registers per thread and frame bytes, then its key.
     std::printf("%-22s %5s %5s %9s %9s %9s %10s %6s\n", "kernel", "prog", "keys", "wall_s", "cpu_s", "ms/key",
-                "cubin_KiB", "shared");
+                "cubin_KiB", "shared | regs frame");
     double total_wall = 0, total_cpu = 0;
     std::size_t total_keys = 0;
     for (const auto& [name, entry] : by_kernel) {
@@ -358,11 +363,17 @@ int run(const Args& a) {
           kernel_cpu += cpu;
           shared_keys += static_cast<std::size_t>(compiler.shared_instantiations());
           cubin_bytes += out[0].cubin->size();
-          if (a.repeat == 1 && per < keys.size())
-            std::printf("  %-20s %5zu %5zu %9.3f %9.3f %9.1f %10.1f  %s\n", name.c_str(), programs, part.size(), wall,
-                        cpu, 1e3 * cpu / static_cast<double>(part.size()),
-                        static_cast<double>(out[0].cubin->size()) / 1024,
-                        part.size() == 1 ? part[0].signature_text().c_str() : "");
+          if (a.repeat == 1 && per < keys.size()) {
+            std::int64_t regs = -1, frame = 0;
+            for (const KernelResources& r : cubin_resources(*out[0].cubin)) {
+              regs = std::max(regs, r.registers);
+              frame = std::max(frame, r.frame_bytes);
+            }
+            std::printf("  %-20s %5zu %5zu %9.3f %9.3f %9.1f %10.1f %4lld %5lld  %s\n", name.c_str(), programs,
+                        part.size(), wall, cpu, 1e3 * cpu / static_cast<double>(part.size()),
+                        static_cast<double>(out[0].cubin->size()) / 1024, static_cast<long long>(regs),
+                        static_cast<long long>(frame), part.size() == 1 ? part[0].signature_text().c_str() : "");
+          }
           ++programs;
         }
         best_wall = std::min(best_wall, kernel_wall);
