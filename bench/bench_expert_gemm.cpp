@@ -764,16 +764,15 @@ double bf16_rel_diff(const void* got, const void* want, std::int64_t count) {
 constexpr std::size_t kLayerWorkspace = 32u << 20;
 
 // The same GEMM as one cublasLtMatmul (same orientation, bf16, CUBLAS_COMPUTE_32F, f32 scales) with
-// the first algorithm cublasLtMatmulAlgoGetHeuristic returns for a 32 MiB workspace; `all` holds
-// the heuristic's first kLtAlgos (the first among them), which the benchmark also times one by one
-// (a startup sweep an engine could make: is any of them nearer the copy roofline at decode sizes
-// than the first?). One plan serves every set (the pointers are the call's).
+// the algorithms cublasLtMatmulAlgoGetHeuristic returns for a 32 MiB workspace, at most kLtAlgos:
+// the first is the peer, the others the benchmark also times one by one (a startup sweep an engine
+// could make: is any of them nearer the copy roofline at decode sizes than the first?). One plan
+// serves every set (the pointers are the call's).
 constexpr int kLtAlgos = 16;
 struct SharedLtPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-  cublasLtMatmulHeuristicResult_t algo{};
-  std::vector<cublasLtMatmulHeuristicResult_t> all;
+  std::vector<cublasLtMatmulHeuristicResult_t> all;  // not empty once status is success
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   const char* failed = "";
   SharedLtPlan(cublasLtHandle_t h, std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -801,7 +800,6 @@ struct SharedLtPlan {
         found == 0)
       ok(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic found no algorithm");
     all.resize(static_cast<std::size_t>(std::max(found, 0)));
-    if (!all.empty()) algo = all.front();
     cublasLtMatmulPreferenceDestroy(pref);
   }
   // The algorithm's split-K count (1: none), or 0 when the attribute cannot be read.
@@ -922,7 +920,7 @@ void BM_shared_expert(benchmark::State& state) {
   }
   const bool have_lt = lt_note.empty();
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
-  const cublasLtMatmulAlgo_t* lt_algo = have_lt ? &plan->algo.algo : nullptr;
+  const cublasLtMatmulAlgo_t* lt_algo = have_lt ? &plan->all.front().algo : nullptr;
   auto cublaslt = [&](std::size_t i) {
     const float alpha = 1.0f, beta = 0.0f;
     const cublasStatus_t st = cublasLtMatmul(lt.handle, plan->op, &alpha, set[i].b.data(), plan->la, set[i].a.data(),
@@ -978,7 +976,7 @@ void BM_shared_expert(benchmark::State& state) {
       const double ms = median_ms_rotating(sets, cublaslt);
       if (lt_status == CUBLAS_STATUS_SUCCESS && ms < best_ms) best_ms = ms, best_index = static_cast<int>(j);
     }
-    lt_algo = &plan->algo.algo;
+    lt_algo = &plan->all.front().algo;
   }
 
   const std::string key = kernel.dispatch(args[0]).to_string();

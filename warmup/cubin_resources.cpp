@@ -1,6 +1,5 @@
 #include "warmup/cubin_resources.h"
 
-#include <cstring>
 #include <map>
 
 #include "warmup/error.h"
@@ -33,28 +32,15 @@ class Elf {
     for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b_[off + static_cast<unsigned>(i)]);
     return v;
   }
-  std::string cstr(std::uint64_t off) const {
-    if (off >= b_.size()) throw Error(str_cat("cubin_resources: string at offset ", off, " past the end"));
-    const std::size_t end = b_.find('\0', off);
-    if (end == std::string_view::npos) throw Error(str_cat("cubin_resources: unterminated string at offset ", off));
-    return std::string(b_.substr(off, end - off));
-  }
   std::size_t size() const { return b_.size(); }
 
  private:
   std::string_view b_;
 };
 
-struct Section {
-  std::string name;
-  std::uint32_t type = 0;
-  std::uint64_t offset = 0, size = 0;
-  std::uint32_t link = 0;
-};
-
 }  // namespace
 
-std::vector<KernelResources> cubin_resources(std::string_view cubin) {
+std::vector<CubinSection> cubin_sections(std::string_view cubin) {
   if (cubin.size() < 64 ||
       cubin.substr(0, 4) != std::string_view("\x7f"
                                              "ELF",
@@ -67,65 +53,81 @@ std::vector<KernelResources> cubin_resources(std::string_view cubin) {
   if (shentsize < 64 || shstrndx >= shnum)
     throw Error(str_cat("cubin_resources: section table entry size ", shentsize, ", string table index ", shstrndx,
                         " of ", shnum, " sections"));
-  std::vector<Section> sec(shnum);
+  std::vector<CubinSection> sec(shnum);
+  std::vector<std::uint64_t> name_at(shnum);
   for (std::uint64_t i = 0; i < shnum; ++i) {
     const std::uint64_t h = shoff + i * shentsize;
+    name_at[i] = elf.u(h, 4);
     sec[i].type = static_cast<std::uint32_t>(elf.u(h + 4, 4));
-    sec[i].offset = elf.u(h + 24, 8);
-    sec[i].size = elf.u(h + 32, 8);
+    const std::uint64_t offset = elf.u(h + 24, 8), size = elf.u(h + 32, 8);
     sec[i].link = static_cast<std::uint32_t>(elf.u(h + 40, 4));
-    if (sec[i].type != 8 && (sec[i].offset > elf.size() || sec[i].size > elf.size() - sec[i].offset))
-      throw Error(str_cat("cubin_resources: section ", i, " (offset ", sec[i].offset, ", ", sec[i].size,
-                          " bytes) past the end (", elf.size(), " bytes)"));  // type 8: SHT_NOBITS, no bytes
+    sec[i].size = size;
+    if (sec[i].type == 8) continue;  // SHT_NOBITS: no bytes in the file
+    if (offset > elf.size() || size > elf.size() - offset)
+      throw Error(str_cat("cubin_resources: section ", i, " (offset ", offset, ", ", size, " bytes) past the end (",
+                          elf.size(), " bytes)"));
+    sec[i].bytes = cubin.substr(offset, size);
   }
-  const Section& names = sec[shstrndx];
+  const std::string_view names = sec[shstrndx].bytes;
   for (std::uint64_t i = 0; i < shnum; ++i) {
-    const std::uint64_t n = elf.u(shoff + i * shentsize, 4);
-    if (n >= names.size) throw Error(str_cat("cubin_resources: section ", i, " name offset ", n, " past its table"));
-    sec[i].name = elf.cstr(names.offset + n);
+    if (name_at[i] >= names.size())
+      throw Error(str_cat("cubin_resources: section ", i, " name offset ", name_at[i], " past its table"));
+    const std::size_t end = names.find('\0', name_at[i]);
+    if (end == std::string_view::npos)
+      throw Error(str_cat("cubin_resources: section ", i, " has an unterminated name"));
+    sec[i].name = std::string(names.substr(name_at[i], end - name_at[i]));
   }
+  return sec;
+}
+
+std::vector<KernelResources> cubin_resources(std::string_view cubin) {
+  const std::vector<CubinSection> sec = cubin_sections(cubin);
 
   // Symbol index -> name (.symtab, names in its linked string table).
   std::map<std::uint64_t, std::string> symbol;
-  for (const Section& s : sec) {
+  for (const CubinSection& s : sec) {
     if (s.name != ".symtab" || s.link >= sec.size()) continue;
-    const Section& str = sec[s.link];
-    for (std::uint64_t i = 0; i * 24 + 24 <= s.size; ++i) {
-      const std::uint64_t n = elf.u(s.offset + i * 24, 4);
-      if (n < str.size) symbol[i] = elf.cstr(str.offset + n);
+    const Elf tab(s.bytes);
+    const std::string_view str = sec[s.link].bytes;
+    for (std::uint64_t i = 0; i * 24 + 24 <= s.bytes.size(); ++i) {
+      const std::uint64_t n = tab.u(i * 24, 4);
+      const std::size_t end = n < str.size() ? str.find('\0', n) : std::string_view::npos;
+      if (end != std::string_view::npos) symbol[i] = std::string(str.substr(n, end - n));
     }
   }
 
   std::vector<KernelResources> out;
   std::map<std::string, std::size_t> by_name;
-  for (const Section& s : sec) {
+  for (const CubinSection& s : sec) {
     if (!s.name.starts_with(".text.")) continue;
     by_name[s.name.substr(6)] = out.size();
     out.push_back({s.name.substr(6)});
   }
-  for (const Section& s : sec) {
+  for (const CubinSection& s : sec) {
     if (s.name.starts_with(".nv.shared.")) {
       const auto it = by_name.find(s.name.substr(11));
+      // SHT_NOBITS: the size is the header's.
       if (it != by_name.end()) out[it->second].shared_section = static_cast<std::int64_t>(s.size);
     }
     if (s.name != ".nv.info") continue;
-    std::uint64_t p = s.offset;
-    const std::uint64_t end = s.offset + s.size;
+    const Elf info(s.bytes);
+    std::uint64_t p = 0;
+    const std::uint64_t end = s.bytes.size();
     while (p + 2 <= end) {
-      const std::uint64_t fmt = elf.u(p, 1), attr = elf.u(p + 1, 1);
+      const std::uint64_t fmt = info.u(p, 1), attr = info.u(p + 1, 1);
       std::uint64_t len = 0;
       if (fmt == 1)
         len = 2;
       else if (fmt == 2 || fmt == 3)
         len = 4;
       else if (fmt == 4 && p + 4 <= end)
-        len = 4 + elf.u(p + 2, 2);
+        len = 4 + info.u(p + 2, 2);
       else
         break;  // unknown format (NOTES)
       if (p + len > end) break;
       if (fmt == 4 && len >= 12 && (attr == kAttrRegCount || attr == kAttrFrameSize)) {
-        const auto sym = symbol.find(elf.u(p + 4, 4));
-        const std::int64_t value = static_cast<std::int64_t>(elf.u(p + 8, 4));
+        const auto sym = symbol.find(info.u(p + 4, 4));
+        const std::int64_t value = static_cast<std::int64_t>(info.u(p + 8, 4));
         if (sym != symbol.end()) {
           const auto it = by_name.find(sym->second);
           if (it != by_name.end()) {

@@ -21,6 +21,20 @@ struct KernelResources {
   std::int64_t shared_section = 0;
 };
 
+// One section of a cubin: its name, ELF type, size and bytes (a view into the cubin it was read
+// from; empty for SHT_NOBITS sections such as .nv.shared.*, whose size only the header holds).
+struct CubinSection {
+  std::string name;
+  std::uint32_t type = 0;
+  std::uint32_t link = 0;  // sh_link: for .symtab, the index of its string table
+  std::uint64_t size = 0;
+  std::string_view bytes;
+};
+
+// The sections of `cubin`, in index order. Throws Error naming the offset when the bytes are not a
+// well-formed 64-bit little-endian ELF: a truncated or foreign file never reads out of bounds.
+std::vector<CubinSection> cubin_sections(std::string_view cubin);
+
 // The kernels (functions with a .text section) of `cubin`, in section order. Throws Error naming
 // the offset when the bytes are not a well-formed 64-bit little-endian ELF: a truncated or foreign
 // file never reads out of bounds.

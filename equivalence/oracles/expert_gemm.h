@@ -89,7 +89,6 @@ void finish_reference(NumericCase& c, const reference::RowMatrixXf& result, doub
 
 // ---- the device side and the space's Args ------------------------------------------------------------
 
-// Uploads what both kernels share (layout, bias, topk_weights, the pinned tile) into args; c poisoned.
 // The tile a case pins (its scalars; batched_moe's keep no group_m: 1), or nullopt: the kernel's
 // heuristic picks it at launch.
 inline std::optional<FusedMoeTile> pinned_tile(const NumericCase& c) {
@@ -100,6 +99,7 @@ inline std::optional<FusedMoeTile> pinned_tile(const NumericCase& c) {
                       c.scalars.at("warps"),   c.scalars.at("stages")};
 }
 
+// Uploads what both kernels share (layout, bias, topk_weights, the pinned tile) into args; c poisoned.
 template <class Args>
 void set_device_args(Args& a, const NumericCase& c, DeviceTensors& dev) {
   a.a = dev.upload(c.input("a"));

@@ -363,8 +363,7 @@ __device__ __forceinline__ void nvfp4_moe_stream(
           const uint4 dhi = nv4::decode8_regs<T>(
               nv4::word_of(packed[2 * tm + 1], wi),
               nv4::scale_pair<T>(static_cast<unsigned char>(sw[2 * tm + 1] >> (scale_shift + 8 * h))));
-          // Steps outside, tiles inside in the table form; here each accumulator still adds its
-          // sub-steps in order (2 wi, then 2 wi + 1).
+          // Each accumulator adds its sub-steps in order (2 wi, then 2 wi + 1).
           const unsigned af0[4] = {dlo.x, dhi.x, dlo.y, dhi.y};
           const unsigned af1[4] = {dlo.z, dhi.z, dlo.w, dhi.w};
           wk::gemm::mma<T>(acc[2 * tm], af0, blo[0]);

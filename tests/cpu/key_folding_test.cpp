@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -17,6 +16,7 @@
 
 #include "equivalence/kernel_table.h"
 #include "warmup/compiler.h"
+#include "warmup/cubin_resources.h"
 #include "warmup/error.h"
 #include "warmup/model_config.h"
 #include "warmup/orchestrator.h"
@@ -270,38 +270,13 @@ TEST(KeyFolding, conditionalFoldsAndRuntimeFieldsFoldOnlyWhereTheyMayFold) {
 
 // ---- the folded class reaches no instruction (real NVRTC, compile-only) --------------------------
 
-// The sections of a cubin (64-bit little-endian ELF) whose name starts with `prefix`, by name with
-// the Spec struct's name (k_<16 hex>, different per JitKey) masked.
+// The sections of a cubin whose name starts with `prefix`, by name with the Spec struct's name
+// (k_<16 hex>, different per JitKey) masked.
 std::map<std::string, std::string> sections(const std::string& elf, const std::string& prefix) {
-  auto u16 = [&](std::size_t o) {
-    std::uint16_t v;
-    std::memcpy(&v, elf.data() + o, 2);
-    return v;
-  };
-  auto u32 = [&](std::size_t o) {
-    std::uint32_t v;
-    std::memcpy(&v, elf.data() + o, 4);
-    return v;
-  };
-  auto u64 = [&](std::size_t o) {
-    std::uint64_t v;
-    std::memcpy(&v, elf.data() + o, 8);
-    return v;
-  };
   std::map<std::string, std::string> out;
-  if (elf.size() < 64 || elf.compare(0, 4,
-                                     "\x7f"
-                                     "ELF") != 0)
-    return out;
-  const std::uint64_t shoff = u64(0x28);
-  const std::uint16_t shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
-  const std::uint64_t names = u64(shoff + std::uint64_t{shstrndx} * shentsize + 0x18);
-  for (std::uint16_t i = 0; i < shnum; ++i) {
-    const std::uint64_t h = shoff + std::uint64_t{i} * shentsize;
-    std::string name(elf.c_str() + names + u32(h));
-    if (!name.starts_with(prefix)) continue;
-    name = std::regex_replace(name, std::regex("k_[0-9a-f]{16}"), "k_X");
-    out[name] = elf.substr(u64(h + 0x18), u64(h + 0x20));
+  for (const CubinSection& s : cubin_sections(elf)) {
+    if (!s.name.starts_with(prefix)) continue;
+    out[std::regex_replace(s.name, std::regex("k_[0-9a-f]{16}"), "k_X")] = std::string(s.bytes);
   }
   return out;
 }
