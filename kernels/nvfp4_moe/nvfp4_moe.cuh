@@ -74,11 +74,14 @@
 //   the stages, 2 x 9 KiB of raw k-tiles, the pair table and an e4m3 -> T table (1 KiB each).
 //   Decoding rows past N reads zeros (codes and scales): zero weights, columns never stored.
 
-#ifndef WK_NVFP4_STREAM_MIN_BLOCKS4
-#define WK_NVFP4_STREAM_MIN_BLOCKS4 2
-#endif
-
 namespace wk::nvfp4 {
+
+// Launch-bounds minimum of blocks per SM for the 4-warp streaming tile: 5 caps it at 96 registers
+// (5 blocks, 20 warps per SM, no spill). Measured on an H100 (W13 + W2, best of two): against 2
+// (112-124 registers, 4 blocks) 3-5 % faster from T = 8 to 1,024 and the same at T = 1; 6 (80
+// registers, one wave at T = 1, the sorted binary spilling 48 bytes) wins 3 % at T = 1 and loses
+// 5-6 % at T = 512 and 1,024. docs/PERFORMANCE.md has the table.
+inline constexpr int kStreamMinBlocks4 = 5;
 
 // The e2m1 code in the low nibble of `code` as a float: magnitude bits eem, sign bit 3.
 __device__ __forceinline__ float e2m1_to_float(unsigned code) {
@@ -609,7 +612,7 @@ __device__ __forceinline__ void nvfp4_moe_ws(
 
 template <class S>
 __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStreamK
-                                                     ? (S::WARPS == 4 ? WK_NVFP4_STREAM_MIN_BLOCKS4 : 2)
+                                                     ? (S::WARPS == 4 ? wk::nvfp4::kStreamMinBlocks4 : 2)
                                                      : 1)
     nvfp4_moe_kernel(const typename S::a_t* a, const typename S::b_t* b, const typename S::b_scale_t* b_scale,
                      const typename S::b_global_scale_t* b_global_scale, typename S::c_t* c,
