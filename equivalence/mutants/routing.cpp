@@ -8,14 +8,14 @@
 namespace warmkey::equivalence {
 namespace {
 
-// #1: dispatch forgets the VL flag's second half: it turns VL on for any positive sentinel id,
-// bias_vl or not (a text-only step with the model's sentinel then names the VL binary).
+// #1: dispatch forgets the VL flag: an image step is reported as text-only. Since bias_vl is null at
+// run time (one binary per path), the launch still passes bias_vl and the binary is right; the key
+// no longer describes the call (P1: warmup_inputs of a VL key dispatch to a text-only key).
 class DispatchForgetsVlFlag : public Wrap<Dsv4TopkArgs> {
  public:
   using Wrap::Wrap;
   CompileKey dispatch(const Args& a) const override {
-    const bool vl = a.sentinel_lo > 0;
-    return real().dispatch(a).with("has_vl", vl).with("sentinel_lo", vl ? rep(a.sentinel_lo) : 0);
+    return real().dispatch(a).with("has_vl", false).with("sentinel_lo", std::int64_t{0});
   }
 };
 
@@ -120,8 +120,9 @@ std::vector<Mutant> dsv4_topk_mutants() {
       {"dsv4_topk.dispatch_forgets_vl_flag",
        "dsv4_topk",
        1,
-       "dispatch turns VL on for any positive sentinel id, whether bias_vl is passed or not",
-       {"P3"},
+       "dispatch reports VL off whatever the call (the same binary since the routing inputs are null at run "
+       "time: only the key is wrong)",
+       {"P1"},
        "",
        false,
        make_mutant<DispatchForgetsVlFlag>()},

@@ -67,6 +67,7 @@ std::vector<DType> routing_index_dtypes(const ModelConfig& config) {
 const KernelDef& Dsv4Topk::kernel_def() {
   using param::floating;
   using param::in;
+  using param::in_or_null;
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
@@ -82,9 +83,13 @@ const KernelDef& Dsv4Topk::kernel_def() {
                 // logits: the staging loop tests the row start's alignment at run time (dsv4_topk.cuh), so
                 // logits_aligned is a CompileKey field that no JitKey needs (it replaces the conditional fold
                 // of hash-only keys, whose rows never stage): dsv4-flash 7 -> 4 compiles.
-                {in("logits", kNoAlign), in("bias", kNoAlign), in("bias_vl", kNoAlign), in("input_ids", kNoAlign),
-                 in("tid2eid", kNoAlign), out("weights", kNoAlign), out("ids", kNoAlign),
-                 integer("num_tokens", kNoSpec), integer("logits_stride", kNoSpec), integer("sentinel_lo"),
+                // bias, bias_vl, input_ids and tid2eid: null at run time when absent, and sentinel_lo a
+                // run-time value, so has_vl and has_hash are CompileKey fields that no JitKey needs (the
+                // device code tests the pointers): dsv4-flash 8 -> 2 compiles, one per path.
+                {in("logits", kNoAlign), in_or_null("bias", DType::f32, kNoAlign),
+                 in_or_null("bias_vl", DType::f32, kNoAlign), in_or_null("input_ids", DType::i32, kNoAlign),
+                 in_or_null("tid2eid", DType::i32, kNoAlign), out("weights", kNoAlign), out("ids", kNoAlign),
+                 integer("num_tokens", kNoSpec), integer("logits_stride", kNoSpec), integer("sentinel_lo", kNoSpec),
                  integer("vocab_size", kNoSpec), integer("num_unpadded", kNoSpec), floating("routed_scaling_factor")},
                 &kernel_sources()});
   return def;

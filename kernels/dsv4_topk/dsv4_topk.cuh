@@ -520,9 +520,10 @@ __device__ __forceinline__ void topk_rows(
   constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
   constexpr int kTopK = static_cast<int>(S::TOP_K);
   constexpr int kRows = static_cast<int>(S::THREAD_ROWS);
-  constexpr bool kHasBias = !S::bias_none;
-  constexpr bool kHasVl = !S::bias_vl_none;
-  constexpr bool kHasHash = !S::tid2eid_none;
+  // Null at run time when absent (the Spec's `_none` stays for a caller that binds them as None).
+  const bool has_bias = !S::bias_none && bias != nullptr;
+  const bool has_vl = !S::bias_vl_none && bias_vl != nullptr;
+  const bool has_hash = !S::tid2eid_none && tid2eid != nullptr;
   using L = RowsLayout<kExperts, kRows>;
   static_assert(kTopK <= 16, "dsv4_topk: the thread path keeps K + 1 picks in registers (K <= 16)");
 
@@ -539,14 +540,14 @@ __device__ __forceinline__ void topk_rows(
   const bool pad = t >= static_cast<long long>(num_unpadded);
   long long tok = 0;
   bool image = false;
-  if constexpr (kHasVl || kHasHash) {
+  if (has_vl || has_hash) {
     if (valid) tok = static_cast<long long>(__ldg(input_ids + t));
   }
-  if constexpr (kHasVl) {
+  if (has_vl) {
     const long long lo = WARMKEY_INT(S, sentinel_lo);
     image = tok >= lo && tok < lo + kSentinelCount;
   }
-  const bool hash_row = kHasHash && !image;
+  const bool hash_row = has_hash && !image;
   const bool routed = valid && !pad && !hash_row;  // the rows whose logits are staged and ranked
 
   float* bias_sm = rows_smem + L::kBias;
@@ -554,8 +555,8 @@ __device__ __forceinline__ void topk_rows(
   int* staged = reinterpret_cast<int*>(rows_smem + L::kFlags);
 #pragma unroll 1
   for (int e = tid; e < kExperts; e += kRows) {
-    if constexpr (kHasBias) bias_sm[e] = __ldg(bias + e);
-    if constexpr (kHasVl) bias_vl_sm[e] = __ldg(bias_vl + e);
+    if (has_bias) bias_sm[e] = __ldg(bias + e);
+    if (has_vl) bias_vl_sm[e] = __ldg(bias_vl + e);
   }
   staged[tid] = routed ? 1 : 0;
   const bool any_routed = __syncthreads_or(routed) != 0;
@@ -625,7 +626,7 @@ __device__ __forceinline__ void topk_rows(
     float w[kTopK];
 #pragma unroll
     for (int r = 0; r < kTopK; ++r) id[r] = -1, w[r] = 0.0f;
-    if constexpr (kHasHash) {
+    if (has_hash) {
       if (!pad && tok >= 0 && tok < static_cast<long long>(vocab_size)) {
 #pragma unroll
         for (int r = 0; r < kTopK; ++r) {
@@ -708,22 +709,22 @@ __global__ void __launch_bounds__(S::THREAD_ROWS > 0 ? S::THREAD_ROWS : 32 * DSV
   constexpr int kExperts = static_cast<int>(S::NUM_EXPERTS);
   constexpr int kBlockN = static_cast<int>(S::BLOCK_N);
   constexpr int kTopK = static_cast<int>(S::TOP_K);
-  constexpr bool kHasBias = !S::bias_none;
-  constexpr bool kHasVl = !S::bias_vl_none;
-  constexpr bool kHasHash = !S::tid2eid_none;
   using L = Layout<kExperts>;
   static_assert(wk::same_type<typename S::logits_t, float>::value, "dsv4_topk: logits must be f32");
   static_assert(wk::same_type<typename S::weights_t, float>::value, "dsv4_topk: weights must be f32");
   static_assert(kExperts >= 1 && kExperts <= kBlockN && kBlockN <= 1024, "dsv4_topk: 1 <= E <= BLOCK_N <= 1024");
   static_assert(kBlockN < 2 * kExperts, "dsv4_topk: BLOCK_N = next_pow2(E)");
   static_assert(kTopK >= 1 && kTopK <= 32 && kTopK <= kExperts, "dsv4_topk: 1 <= K <= min(E, 32)");
-  static_assert(kHasBias || kHasHash, "dsv4_topk: the correction bias is required without hash routing");
 
   if constexpr (S::THREAD_ROWS > 0) {
     topk_rows<S>(logits, bias, bias_vl, input_ids, tid2eid, weights, ids, num_tokens, logits_stride, sentinel_lo,
                  vocab_size, num_unpadded, routed_scaling_factor);
   } else {
     __shared__ RowSmem<kExperts> row_smem[DSV4_TOPK_ROWS_PER_BLOCK];
+    // Null at run time when absent (the host checks that bias or tid2eid is given).
+    const bool has_bias = !S::bias_none && bias != nullptr;
+    const bool has_vl = !S::bias_vl_none && bias_vl != nullptr;
+    const bool has_hash = !S::tid2eid_none && tid2eid != nullptr;
     wk::pdl_wait<true>();
     const int lane = wk::lane_id();
     const long long t = static_cast<long long>(blockIdx.x) * DSV4_TOPK_ROWS_PER_BLOCK + threadIdx.x / 32;
@@ -740,13 +741,13 @@ __global__ void __launch_bounds__(S::THREAD_ROWS > 0 ? S::THREAD_ROWS : 32 * DSV
     const bool pad = t >= static_cast<long long>(num_unpadded);
     long long tok = 0;
     bool image = false;
-    if constexpr (kHasVl || kHasHash) tok = static_cast<long long>(__ldg(input_ids + t));
-    if constexpr (kHasVl) {
+    if (has_vl || has_hash) tok = static_cast<long long>(__ldg(input_ids + t));
+    if (has_vl) {
       const long long lo = WARMKEY_INT(S, sentinel_lo);
       image = tok >= lo && tok < lo + kSentinelCount;
     }
 
-    if constexpr (kHasHash) {
+    if (has_hash) {
       if (!image) {
         wk::pdl_launch_dependents<true>();
         int id = -1;
@@ -764,8 +765,8 @@ __global__ void __launch_bounds__(S::THREAD_ROWS > 0 ? S::THREAD_ROWS : 32 * DSV
     }
 
     const float* sel_bias = nullptr;
-    if constexpr (kHasBias) sel_bias = bias;
-    if constexpr (kHasVl) {
+    if (has_bias) sel_bias = bias;
+    if (has_vl) {
       if (image) sel_bias = bias_vl;
     }
 

@@ -586,17 +586,43 @@ TEST(Dsv4TopkKey, holdsExpertsTopKDtypeModesAndAlignment) {
   EXPECT_EQ(kKernel.dispatch(a).get_bool("has_vl"), false);
 }
 
+// The routing inputs are pointers null at run time (Param::null_at_run_time): every call of a path
+// binds the same signature, and launch_spec passes null for what the call turns off.
 TEST(Dsv4TopkKey, launchSpecPassesOnlyWhatTheKeyTurnsOn) {
   Dsv4TopkArgs a = valid_args();
   a.sentinel_lo = 0;
   a.tid2eid = Tensor::meta(DType::i32, {129280, 6});
   const JitKey jk = make_jit_key(kKernel.bound_key(a), resolved_target());
   const std::string text = jk.signature_text();
-  EXPECT_NE(text.find("bias:constexpr=None"), std::string::npos) << text;     // hash layers: no bias
-  EXPECT_NE(text.find("bias_vl:constexpr=None"), std::string::npos) << text;  // VL off
-  EXPECT_NE(text.find("input_ids:*i32"), std::string::npos) << text;          // hash needs the ids
-  EXPECT_NE(text.find("sentinel_lo:i32:D"), std::string::npos) << text;       // 0 when off
-  EXPECT_NE(text.find("num_tokens:i32,"), std::string::npos) << text;         // not specialised
+  for (const char* p : {"bias:*fp32", "bias_vl:*fp32", "input_ids:*i32", "tid2eid:*i32"})
+    EXPECT_NE(text.find(p), std::string::npos) << p << " " << text;
+  EXPECT_EQ(text.find("constexpr=None"), std::string::npos) << text;
+  EXPECT_NE(text.find("sentinel_lo:i32,"), std::string::npos) << text;  // not specialised: 0 when off
+  EXPECT_NE(text.find("num_tokens:i32,"), std::string::npos) << text;
+  auto given = [](const LaunchSpec& s, std::string_view name) {
+    for (int i = 0; i < s.num_args; ++i)
+      if (s.args[i].name == name) return s.args[i].tensor != nullptr;
+    ADD_FAILURE() << name << " is not an argument";
+    return false;
+  };
+  const LaunchSpec hash = kKernel.launch_spec(a);
+  EXPECT_FALSE(given(hash, "bias"));      // hash layers: no bias
+  EXPECT_FALSE(given(hash, "bias_vl"));   // VL off
+  EXPECT_TRUE(given(hash, "input_ids"));  // hash needs the ids
+  EXPECT_TRUE(given(hash, "tid2eid"));
+  Dsv4TopkArgs text_only = valid_args();  // bias_vl given, no sentinel window: VL off, null bias_vl
+  text_only.sentinel_lo = 0;
+  const LaunchSpec t = kKernel.launch_spec(text_only);
+  EXPECT_TRUE(given(t, "bias"));
+  EXPECT_FALSE(given(t, "bias_vl"));
+  EXPECT_FALSE(given(t, "input_ids"));
+  EXPECT_FALSE(given(t, "tid2eid"));
+  const LaunchSpec vl = kKernel.launch_spec(valid_args());
+  EXPECT_TRUE(given(vl, "bias_vl"));
+  EXPECT_TRUE(given(vl, "input_ids"));
+  // The same binary for all three.
+  EXPECT_EQ(jk, make_jit_key(kKernel.bound_key(text_only), resolved_target()));
+  EXPECT_EQ(jk, make_jit_key(kKernel.bound_key(valid_args()), resolved_target()));
 }
 
 TEST(Dsv4TopkKey, blockNIsTheNextPowerOfTwo) {
@@ -696,23 +722,31 @@ TEST(Dsv4TopkContract, plantedThresholdBugsAreCaught) {
 
 // Contract break 1 (KERNELS.md): dispatch forgets a field that changes the binary. The catalogue's
 // mutants drop the VL flag or the sentinel's value class; P3 sees the JitKeys differ on a VL input.
-TEST(Dsv4TopkContract, forgottenVlFieldOrSentinelClassChangesTheBinary) {
+// has_vl and the sentinel's class are CompileKey fields that no JitKey needs (the device code tests
+// bias_vl for null and reads sentinel_lo at run time): a dispatch that forgets them still runs the
+// right binary, but its key no longer describes the call, which the round trip (P1) and membership
+// (P4) catch.
+TEST(Dsv4TopkContract, forgottenVlFieldOrSentinelClassBreaksTheRoundTrip) {
   Dsv4TopkArgs vl = valid_args();
   EXPECT_EQ(kKernel.bound_key(vl), kKernel.bound_key(kKernel.warmup_inputs(kKernel.dispatch(vl))));
   const auto sentinel = test::planted("dsv4_topk.dispatch_forgets_sentinel_class");
   ASSERT_NE(sentinel, nullptr);
   const auto& m = spaces::as_contract<Dsv4TopkArgs>(*sentinel);
-  EXPECT_FALSE(m.bound_key(vl) == m.bound_key(m.warmup_inputs(m.dispatch(vl))));
+  EXPECT_EQ(m.bound_key(vl), m.bound_key(m.warmup_inputs(m.dispatch(vl))));  // the same binary
   EXPECT_FALSE(test::warmup_findings(*sentinel, default_config()).empty());
   // A text-only step that still passes the model's sentinel id (no bias_vl): VL is off.
   Dsv4TopkArgs sentinel_no_bias = vl;
   sentinel_no_bias.bias_vl.reset();
   EXPECT_EQ(kKernel.bound_key(sentinel_no_bias),
             kKernel.bound_key(kKernel.warmup_inputs(kKernel.dispatch(sentinel_no_bias))));
+  EXPECT_FALSE(kKernel.dispatch(sentinel_no_bias).get_bool("has_vl"));
   const auto forgets = test::planted("dsv4_topk.dispatch_forgets_vl_flag");
   ASSERT_NE(forgets, nullptr);
   const auto& f = spaces::as_contract<Dsv4TopkArgs>(*forgets);
-  EXPECT_FALSE(f.bound_key(sentinel_no_bias) == f.bound_key(f.warmup_inputs(f.dispatch(sentinel_no_bias))));
+  const CompileKey k = f.dispatch(vl);  // an image step reported as text-only
+  EXPECT_FALSE(k.get_bool("has_vl"));
+  EXPECT_FALSE(f.dispatch(f.warmup_inputs(kKernel.dispatch(vl))) == kKernel.dispatch(vl));
+  EXPECT_FALSE(test::warmup_findings(*forgets, default_config()).empty());
 }
 
 }  // namespace dsv4_topk_test

@@ -27,10 +27,11 @@ namespace key_folding_test {
 // The kernels that fold, and the CompileKey fields their JitKey no longer tells apart: a 'D' class
 // (do_not_specialize_on_alignment in the signature, or a conditional fold, KernelDef::fold:
 // count_expert_tokens' numel), or a field that is no template parameter of the binary (dsv4_topk's
-// launch_pdl and has_padding; fused_moe's n, k, top_k (run-time arguments) and mul_routed_weight
-// (Param::null_at_run_time), and nvfp4_moe's for its warp-specialised tile; the warp-specialised tile's
-// group_m (a run-time argument of fused_moe and nvfp4_moe); fused_moe's naive layout (sorted_token_ids
-// and num_tokens_post_padded null at run time, Param::null_at_run_time; nvfp4_moe's is a constant,
+// launch_pdl and has_padding, and has_vl, sentinel_lo and has_hash (its routing inputs null at run
+// time, Param::null_at_run_time, sentinel_lo a run-time value); fused_moe's n, k, top_k (run-time arguments) and
+// mul_routed_weight (Param::null_at_run_time), and nvfp4_moe's for its warp-specialised tile; the warp-specialised
+// tile's group_m (a run-time argument of fused_moe and nvfp4_moe); fused_moe's naive layout (sorted_token_ids and
+// num_tokens_post_padded null at run time, Param::null_at_run_time; nvfp4_moe's is a constant,
 // NaiveLayout::compile_time); pointer alignments tested at run time
 // (moe_mul_sum, swiglu_limit, dsv4_topk's logits); moe_align's block_m; the block size read from blockDim,
 // KernelDef::block_at_run_time: count_expert_tokens' block_size).
@@ -44,7 +45,7 @@ const std::map<std::string, std::set<std::string>>& folded() {
       {"lora_moe", {"num_rows"}},
       {"batched_moe", {"max_tokens"}},
       {"count_expert_tokens", {"numel", "block_size"}},
-      {"dsv4_topk", {"launch_pdl", "logits_aligned", "has_padding"}},
+      {"dsv4_topk", {"launch_pdl", "logits_aligned", "has_padding", "has_vl", "sentinel_lo", "has_hash"}},
       {"moe_align", {"block_m"}}};
   return f;
 }
@@ -79,24 +80,24 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash", "moe_mul_sum", 28, 4},
       {"dsv4-flash", "swiglu_limit", 8, 1},
       {"dsv4-flash", "count_expert_tokens", 30, 3},
-      {"dsv4-flash", "dsv4_topk", 64, 8},  // both paths (row_per_thread)
+      {"dsv4-flash", "dsv4_topk", 64, 2},  // one binary per path (row_per_thread)
       {"dsv4-flash", "moe_align", 8, 2},
-      {"dsv4-flash", nullptr, 174, 21},
+      {"dsv4-flash", nullptr, 174, 15},
       // The warp-specialised tile: GROUP_M 2 and 8 (the tuned file), W13 and W2 share a binary.
       {"dsv4-flash-fp8", "fused_moe", 36, 5},
-      {"dsv4-flash-fp8", nullptr, 178, 27},  // fp8_quant: 4 keys, 4 JitKeys
+      {"dsv4-flash-fp8", nullptr, 178, 21},  // fp8_quant: 4 keys, 4 JitKeys
       {"dsv4-flash-f16", "fused_moe", 36, 3},
       {"dsv4-flash-f16", "nvfp4_moe", 28, 7},  // W13 and W2 share the warp-specialised binary only
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 214, 36},
+      {"dsv4-flash-f16", nullptr, 214, 30},
       {"dsv4-flash-nvfp4", "nvfp4_moe", 28, 7},  // naive and sorted: a binary each; no 32 x 64 tile
-      {"dsv4-flash-nvfp4", nullptr, 166, 25},
+      {"dsv4-flash-nvfp4", nullptr, 166, 19},
       {"tiny", "lora_moe", 32, 20},
-      {"tiny", nullptr, 166, 43},
+      {"tiny", nullptr, 166, 40},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
       {"dsv4-flash-ep8-eplb", "count_expert_tokens", 120, 12},
       {"dsv4-flash-ep8-eplb", "moe_align", 32, 8},
-      {"dsv4-flash-ep8-eplb", nullptr, 482, 101},
+      {"dsv4-flash-ep8-eplb", nullptr, 482, 89},
   };
   for (const Row& r : rows) {
     const Plan p = r.kernel ? plan_of(r.config, std::string(r.kernel)) : plan_of(r.config);
@@ -193,8 +194,8 @@ TEST(KeyFolding, conditionalFoldsAndRuntimeFieldsFoldOnlyWhereTheyMayFold) {
   EXPECT_NE(jit_of(aligned), jit_of(unaligned));
 
   // dsv4_topk: launch_pdl, has_padding and logits_aligned never split a JitKey (every binary
-  // carries the PDL wait and the padding check, and tests the row start's alignment); the routing
-  // inputs that are given (bias, VL, hash) still do.
+  // carries the PDL wait and the padding check, and tests the row start's alignment), nor do the
+  // routing inputs (bias, VL, hash: null at run time); the path (row_per_thread) does.
   const Plan topk = plan_of("dsv4-flash", std::string("dsv4_topk"));
   std::set<std::string> routing_binaries;  // one per (hash, VL) combination
   for (bool hash : {false, true}) {
@@ -209,7 +210,9 @@ TEST(KeyFolding, conditionalFoldsAndRuntimeFieldsFoldOnlyWhereTheyMayFold) {
       routing_binaries.insert(jit_of(k).digest());
     }
   }
-  EXPECT_EQ(routing_binaries.size(), 4U);
+  EXPECT_EQ(routing_binaries.size(), 1U);
+  const CompileKey warp = first_key(topk, [](const CompileKey& c) { return !c.get_bool("row_per_thread"); }).key;
+  EXPECT_NE(jit_of(warp), jit_of(warp.with("row_per_thread", true)));
 
   // moe_align: block_m is a run-time argument; the warp count (the block size) and the expert count
   // are constexprs (the warp count read from blockDim cost 2-3 % at 1,024-8,192 tokens on the H200:
