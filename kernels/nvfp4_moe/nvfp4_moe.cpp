@@ -97,7 +97,7 @@ const KernelDef& Nvfp4Moe::kernel_def() {
       std::string(kName), "nvfp4_moe/nvfp4_moe.cuh", "nvfp4_moe_kernel", expert_gemm::tile_constexpr_params(),
       expert_gemm::sorted_gemm_params({in("a", kNoAlign), in("b"), in("b_scale"), in("b_global_scale", kNoSpec),
                                        out("c", kNoAlign), in("bias", kNoSpec)},
-                                      {param::integer("stride_am", kNoSpec)}, expert_gemm::NaiveLayout::compile_time),
+                                      {param::integer("stride_am", kNoSpec)}, expert_gemm::NaiveLayout::run_time),
       &kernel_sources()});
   return def;
 }

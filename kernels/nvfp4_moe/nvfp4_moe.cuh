@@ -274,11 +274,12 @@ __device__ __forceinline__ void nvfp4_moe_stream(
   wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
   const int n0 = pid_n * kBN;
 
-  // The layout is the Spec's constant (NaiveLayout::compile_time): sharing one binary with a
-  // run-time test cost the naive decode blocks 25 % at T = 1 (H100, docs/PERFORMANCE.md).
+  // Both layouts share the binary (NaiveLayout::run_time: the layout tensors are null in the naive
+  // one, tested per block). With the per-block tables, on 8 warps and 128 registers, that cost the
+  // naive decode blocks 25 % at T = 1 (H100, 2026-12-05); tried again with the register decode.
   wk::expert::MBlock mb;
-  if (!wk::expert::m_block<kBM, false>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
-                                       num_tokens_post_padded, expert_ids, pid_m))
+  if (!wk::expert::m_block<kBM, true>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                      num_tokens_post_padded, expert_ids, pid_m))
     return;
   const long long e = mb.expert;
   const bool local = e >= 0 && e < static_cast<long long>(num_experts);
@@ -383,10 +384,10 @@ __device__ __forceinline__ void nvfp4_moe_stream(
       }
     }
   };
-  if (!S::sorted_token_ids_none && has_hi)
+  if (has_hi)
     run(true);
   else
-    run(false);  // every naive block (one entry, row 0: one loop to compile) and every block of 8 rows or fewer
+    run(false);  // every naive block (one entry, row 0) and every block of 8 rows or fewer
 
   // The warps' partial sums as [warp][token][column] (rows padded to kPartRow floats: the
   // epilogue's float2 reads of 16 lanes fall on 32 distinct banks), then the epilogue warps add
@@ -678,9 +679,9 @@ __global__ void __launch_bounds__(32 * S::WARPS, S::BLOCK_K == wk::nvfp4::kStrea
     wk::expert::group_m_coords<kGroupM>(kNumPidN, pid_m, pid_n);
     const int n0 = pid_n * kBN;
 
-    wk::expert::MBlock mb;  // the layout is the Spec's constant, as above
-    if (!wk::expert::m_block<kBM, false>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
-                                         num_tokens_post_padded, expert_ids, pid_m))
+    wk::expert::MBlock mb;  // both layouts share the binary, as above
+    if (!wk::expert::m_block<kBM, true>(mb, S::sorted_token_ids_none, WARMKEY_INT(S, em), sorted_token_ids,
+                                        num_tokens_post_padded, expert_ids, pid_m))
       return;
     const long long e = mb.expert;
 

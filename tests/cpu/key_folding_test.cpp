@@ -30,15 +30,15 @@ namespace key_folding_test {
 // launch_pdl and has_padding, and has_vl, sentinel_lo and has_hash (its routing inputs null at run
 // time, Param::null_at_run_time, sentinel_lo a run-time value); fused_moe's n, k, top_k (run-time arguments) and
 // mul_routed_weight (Param::null_at_run_time), and nvfp4_moe's for its warp-specialised tile; the warp-specialised
-// tile's group_m (a run-time argument of fused_moe and nvfp4_moe); fused_moe's naive layout (sorted_token_ids and
-// num_tokens_post_padded null at run time, Param::null_at_run_time; nvfp4_moe's is a constant,
-// NaiveLayout::compile_time); pointer alignments tested at run time
+// tile's group_m (a run-time argument of fused_moe and nvfp4_moe); the naive layout of fused_moe and
+// nvfp4_moe (sorted_token_ids and num_tokens_post_padded null at run time, Param::null_at_run_time,
+// NaiveLayout::run_time); pointer alignments tested at run time
 // (moe_mul_sum, swiglu_limit, dsv4_topk's logits); moe_align's block_m; the block size read from blockDim,
 // KernelDef::block_at_run_time: count_expert_tokens' block_size).
 const std::map<std::string, std::set<std::string>>& folded() {
   static const std::map<std::string, std::set<std::string>> f = {
       {"fused_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m", "naive"}},
-      {"nvfp4_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m"}},
+      {"nvfp4_moe", {"em", "num_valid", "n", "k", "top_k", "mul_routed_weight", "group_m", "naive"}},
       {"moe_mul_sum", {"num_tokens", "x_aligned", "out_aligned"}},
       {"swiglu_limit", {"num_rows", "in_aligned", "out_aligned"}},
       {"compute_identity", {"num_tokens"}},
@@ -87,11 +87,11 @@ TEST(KeyFolding, jitKeyCountsPerConfigOfTheFoldedKernels) {
       {"dsv4-flash-fp8", "fused_moe", 36, 5},
       {"dsv4-flash-fp8", nullptr, 178, 21},  // fp8_quant: 4 keys, 4 JitKeys
       {"dsv4-flash-f16", "fused_moe", 36, 3},
-      {"dsv4-flash-f16", "nvfp4_moe", 28, 7},  // W13 and W2 share the warp-specialised binary only
+      {"dsv4-flash-f16", "nvfp4_moe", 28, 5},  // W13 and W2 share the warp-specialised binary only
       {"dsv4-flash-f16", "compute_identity", 12, 8},
-      {"dsv4-flash-f16", nullptr, 214, 30},
-      {"dsv4-flash-nvfp4", "nvfp4_moe", 28, 7},  // naive and sorted: a binary each; no 32 x 64 tile
-      {"dsv4-flash-nvfp4", nullptr, 166, 19},
+      {"dsv4-flash-f16", nullptr, 214, 28},
+      {"dsv4-flash-nvfp4", "nvfp4_moe", 28, 5},  // naive and sorted share the streaming binary; no 32 x 64 tile
+      {"dsv4-flash-nvfp4", nullptr, 166, 17},
       {"tiny", "lora_moe", 32, 20},
       {"tiny", nullptr, 166, 40},
       {"dsv4-flash-ep8-eplb", "batched_moe", 18, 10},
@@ -249,6 +249,16 @@ TEST(KeyFolding, conditionalFoldsAndRuntimeFieldsFoldOnlyWhereTheyMayFold) {
         .key;
   };
   EXPECT_EQ(jit_of(ws(2)), jit_of(ws(8)));
+
+  // nvfp4_moe: the naive and sorted layouts of the streaming tile share its binary (the layout
+  // tensors are null at run time in the naive one).
+  const Plan nv = plan_of("dsv4-flash-nvfp4", std::string("nvfp4_moe"));
+  for (std::int64_t top_k : {6, 1}) {
+    const CompileKey naive =
+        first_key(nv, [&](const CompileKey& k) { return k.get_int("top_k") == top_k && k.get_bool("naive"); }).key;
+    EXPECT_EQ(naive.get_int("block_k"), 128) << naive;
+    EXPECT_EQ(jit_of(naive), jit_of(naive.with("naive", false).with("em", std::int64_t{16}))) << naive;
+  }
 
   // fp8 keeps N, K and TOP_K as constexprs: its W13 and W2 never share a binary.
   const Plan fp8 = plan_of("dsv4-flash-fp8", std::string("fused_moe"));
