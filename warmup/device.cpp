@@ -42,6 +42,8 @@ struct Device::Api {
   CUresult (*memset_d8)(CUdeviceptr, unsigned char, std::size_t) = nullptr;
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, CUstream) = nullptr;
   CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
+  CUresult (*stream_create_with_priority)(CUstream*, unsigned, int) = nullptr;
+  CUresult (*ctx_stream_priority_range)(int*, int*) = nullptr;
   CUresult (*stream_destroy)(CUstream) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
@@ -114,6 +116,8 @@ void resolve_all(void* lib, auto& a) {
   resolve(lib, &a.memset_d8, {"cuMemsetD8_v2"});
   resolve(lib, &a.memset_d8_async, {"cuMemsetD8Async"});
   resolve(lib, &a.stream_create, {"cuStreamCreate"});
+  resolve(lib, &a.stream_create_with_priority, {"cuStreamCreateWithPriority"});
+  resolve(lib, &a.ctx_stream_priority_range, {"cuCtxGetStreamPriorityRange"});
   resolve(lib, &a.stream_destroy, {"cuStreamDestroy_v2"});
   resolve(lib, &a.stream_synchronize, {"cuStreamSynchronize"});
   resolve(lib, &a.event_create, {"cuEventCreate"});
@@ -536,7 +540,10 @@ Graph Device::end_capture(Stream stream) {
   check(api_->graph_get_nodes(g, nullptr, &n), "cuGraphGetNodes");
   out.nodes_ = n;
   CUgraphExec exec = nullptr;
-  check(api_->graph_instantiate(&exec, g, 0), "cuGraphInstantiateWithFlags");
+  // Each kernel node keeps the priority of the stream it was captured from (a lane's stream
+  // priority), not the priority of the stream the graph is launched into.
+  check(api_->graph_instantiate(&exec, g, CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY),
+        "cuGraphInstantiateWithFlags");
   out.exec_ = exec;
   return out;
 }
@@ -606,12 +613,25 @@ void Device::synchronize(Stream stream) {
   }
 }
 
-Stream Device::create_stream() {
+Stream Device::create_stream(int priority) {
   require();
   make_current();
   CUstream s = nullptr;
-  check(api_->stream_create(&s, CU_STREAM_DEFAULT), "cuStreamCreate");
+  if (priority == 0) {
+    check(api_->stream_create(&s, CU_STREAM_DEFAULT), "cuStreamCreate");
+  } else {
+    check(api_->stream_create_with_priority(&s, CU_STREAM_DEFAULT, priority),
+          str_cat("cuStreamCreateWithPriority (priority ", priority, ")"));
+  }
   return s;
+}
+
+StreamPriorities Device::stream_priorities() {
+  require();
+  make_current();
+  StreamPriorities r;
+  check(api_->ctx_stream_priority_range(&r.least, &r.greatest), "cuCtxGetStreamPriorityRange");
+  return r;
 }
 
 void Device::destroy_stream(Stream s) {

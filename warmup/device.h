@@ -18,6 +18,11 @@ using Stream = void*;  // a CUstream; nullptr is the default stream
 
 class Device;
 
+// cuCtxGetStreamPriorityRange: `greatest` is the numerically lowest (e.g. -5 .. 0 on Hopper).
+struct StreamPriorities {
+  int least = 0, greatest = 0;
+};
+
 // RAII device allocation.
 class DeviceBuffer {
  public:
@@ -121,7 +126,10 @@ class Device {
   // The same, queued on `stream` (cuMemsetD8Async): a memset node when the stream is being captured.
   void fill_bytes(void* dst, unsigned char value, std::size_t bytes, Stream stream);
   void synchronize(Stream stream = nullptr);
-  Stream create_stream();
+  // A stream of `priority` (0: the default; lower numbers are greater priorities, within
+  // stream_priorities()). The block scheduler prefers pending blocks of greater priority.
+  Stream create_stream(int priority = 0);
+  StreamPriorities stream_priorities();
   void destroy_stream(Stream s);
   // Events that order two streams (timing disabled): record queues the event on `stream`, wait
   // makes `stream` wait for the event's last recording (cuStreamWaitEvent). Inside a capture they
@@ -199,7 +207,7 @@ class Device {
 // capture needs (the default stream cannot be captured) and what a second lane of work runs on.
 class ScopedStream {
  public:
-  explicit ScopedStream(Device& dev) : dev_(&dev), stream_(dev.create_stream()) {}
+  explicit ScopedStream(Device& dev, int priority = 0) : dev_(&dev), stream_(dev.create_stream(priority)) {}
   ~ScopedStream() {
     try {
       dev_->destroy_stream(stream_);

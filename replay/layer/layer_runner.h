@@ -22,6 +22,10 @@
 
 namespace warmkey::replay::layer {
 
+// Which lane's stream runs at the device's greatest stream priority (the block scheduler prefers
+// its pending blocks): neither, the shared expert's lane (side), or the routed path's (main).
+enum class LanePriority { same, side, main };
+
 struct LayerRunOptions {
   std::string config = "dsv4-flash";
   LayerBackend backend = LayerBackend::bf16;
@@ -35,6 +39,7 @@ struct LayerRunOptions {
   bool graphs = true;              // decode rows: also capture the layer into a CUDA graph and replay it
   bool side_stream = true;         // a decode plan's lane 1 on a stream of its own (else in list order)
   bool pdl = true;                 // the plan's programmatic dependent launches (else plain stream order)
+  LanePriority lane_priority = LanePriority::same;  // with side_stream: which lane is preferred
   std::int64_t check_tokens = 16;  // token rows compared with the reference (0: none)
   std::optional<std::filesystem::path> cache_dir;
   int jobs = 0;
@@ -65,6 +70,9 @@ struct LayerGraphRow {
   // measured, e.g. the run already turned that part off): without the programmatic dependent
   // launches, and on one stream in list order without them (the scheduling before both).
   double no_pdl_ms = 0, one_stream_ms = 0;
+  // With two lanes of the same priority: the layer captured again with the side lane's stream at
+  // the greatest priority, and with the main lane's (node priorities kept by the instantiation).
+  double side_first_ms = 0, main_first_ms = 0;
 };
 
 struct LayerRunRow {

@@ -83,6 +83,28 @@ TEST(MoeLayerGpu, tinyMatchesTheReferenceOnOneStreamWithoutPdl) {
   expect_layer_matches(o);
 }
 
+// Stream priorities are scheduling only too: either lane at the device's greatest priority (eager
+// and in the graph, whose nodes keep their capture stream's priority) matches the reference, and
+// the default run times both priority variants of its graphs.
+TEST(MoeLayerGpu, tinyMatchesTheReferenceWithEitherLanePreferred) {
+  LayerRunOptions o;
+  o.config = "tiny";
+  o.tokens = {1, 16};
+  o.decode_max = 64;
+  o.check_tokens = 16;
+  for (LanePriority p : {LanePriority::side, LanePriority::main}) {
+    o.lane_priority = p;
+    expect_layer_matches(o);
+  }
+  o.lane_priority = LanePriority::same;
+  const LayerRunReport r = run_layer(o);
+  ASSERT_TRUE(r.ok()) << r.to_text();
+  for (const LayerRunRow& row : r.rows) {
+    EXPECT_GT(row.graph.side_first_ms, 0) << row.tokens;
+    EXPECT_GT(row.graph.main_first_ms, 0) << row.tokens;
+  }
+}
+
 TEST(MoeLayerGpu, dsv4FlashBf16MatchesTheReference) {
   LayerRunOptions o;
   o.config = "dsv4-flash";

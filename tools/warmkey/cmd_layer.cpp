@@ -33,6 +33,7 @@ struct LayerCliOptions {
   bool no_graphs = false;
   bool one_stream = false;
   bool no_pdl = false;
+  std::string lane_priority = "same";
 };
 
 std::vector<std::int64_t> parse_tokens(const std::string& text) {
@@ -105,6 +106,16 @@ int run(const LayerCliOptions& cli) {
   o.graphs = !cli.no_graphs;
   o.side_stream = !cli.one_stream;
   o.pdl = !cli.no_pdl;
+  if (cli.lane_priority == "same") {
+    o.lane_priority = replay::layer::LanePriority::same;
+  } else if (cli.lane_priority == "side") {
+    o.lane_priority = replay::layer::LanePriority::side;
+  } else if (cli.lane_priority == "main") {
+    o.lane_priority = replay::layer::LanePriority::main;
+  } else {
+    throw InputError(
+        str_cat("warmkey layer: --lane-priority '", cli.lane_priority, "' is not one of same, side, main"));
+  }
   o.cache_dir = cache_dir_option(cli.cache_dir);
   o.jobs = cli.jobs;
   if (cli.plan) return print_plans(o, cli.json);
@@ -144,6 +155,10 @@ void register_layer_command(CLI::App& app, int* exit_code) {
                 "Run a decode plan's shared-expert lane on the routed path's stream, in list order (on by "
                 "default: a second stream, a parallel branch of the graph)");
   sub->add_flag("--no-pdl", o->no_pdl, "Launch every step in plain stream order (no programmatic dependent launch)");
+  sub->add_option("--lane-priority", o->lane_priority,
+                  "Which decode lane's stream runs at the greatest stream priority: same (neither), side (the "
+                  "shared expert's), main (the routed path's)")
+      ->capture_default_str();
   add_cache_dir_option(sub, &o->cache_dir);
   sub->add_option("--jobs", o->jobs, "Warmup compile threads (default: all cores)")->check(CLI::Range(1, 1024));
   sub->add_flag("--plan", o->plan, "Print each token count's launch plan and check its keys are warmed (no GPU)");
