@@ -3,6 +3,10 @@
 
 namespace warmkey::equivalence {
 
+namespace {
+constexpr int kShrinkPointTries = 64;  // interesting points tried per integer (a range has few dozen)
+}  // namespace
+
 std::vector<std::uint8_t> shrink_bytes(std::vector<std::uint8_t> input,
                                        const std::function<bool(const std::vector<std::uint8_t>&)>& still_fails,
                                        std::size_t max_attempts) {
@@ -39,6 +43,21 @@ std::vector<std::uint8_t> shrink_bytes(std::vector<std::uint8_t> input,
           progress = true;
           break;
         }
+      }
+    }
+    if (progress) continue;
+    // A byte that no single change can lower may open an integer drawn from its whole range (a
+    // leading byte >= 160, spaces/byte_draw.cpp): move it onto the interesting points instead (a
+    // leading 0, then the next byte picking each point in turn, lowest first), which single-byte
+    // steps cannot reach (2,080 tokens -> 2,049, next to the mark 2,048). The range's own bytes
+    // that followed are left for the deletion pass.
+    for (std::size_t i = 0; i + 1 < input.size() && !progress; ++i) {
+      if (input[i] < 160) continue;
+      for (int point = 0; point < kShrinkPointTries && !progress; ++point) {
+        std::vector<std::uint8_t> c = input;
+        c[i] = 0;
+        c[i + 1] = static_cast<std::uint8_t>(point);
+        if (attempt(c)) progress = true;
       }
     }
   }

@@ -359,7 +359,11 @@ class Planner {
       ms.expert_map = view("expert_map", {p});
     }
     ms.out = view("out", {t, h});
-    jit("mul_sum", ms, "unit weights: W2 applied the routed weight");
+    if (side) ms.residual = view("shared_out", {t, h});  // the shared expert's lane joins here
+    jit("mul_sum", ms,
+        side ? "unit weights: W2 applied the routed weight; + shared_out (the shared expert's lane joins)"
+             : "unit weights: W2 applied the routed weight");
+    if (side) plan_.steps.back().after = {"shared_w2"};
 
     if (c_.n_identity_experts > 0) {
       PlainOp op;
@@ -370,16 +374,7 @@ class Planner {
       op.n = h;
       plain("add_identity", op, "out += the zero-compute experts' share");
     }
-    if (side) {
-      PlainOp op;
-      op.kind = PlainOp::Kind::add;
-      op.a = "shared_out";
-      op.c = "out";
-      op.m = t;
-      op.n = h;
-      plain("add_shared", op, "out += shared_out (the shared expert's lane joins)");
-      plan_.steps.back().after = {"shared_w2"};
-    } else if (is > 0) {
+    if (!side && is > 0) {
       plain("shared_w2", shared_w2_op(true), "the shared expert's down GEMM, accumulated into out");
     }
     if (b.decode) mark_pdl();
