@@ -8,16 +8,13 @@ namespace warmkey::reference {
 
 void moe_mul_sum(const Eigen::Ref<const RowMatrixXf>& x, const Eigen::Ref<const RowMatrixXf>& weights,
                  const std::optional<Eigen::Ref<const IndexVector>>& topk_ids, const OptionalExpertMap& expert_map,
-                 Eigen::Ref<RowMatrixXf> out, DType out_dtype,
-                 const std::optional<Eigen::Ref<const RowMatrixXf>>& residual) {
+                 Eigen::Ref<RowMatrixXf> out, DType out_dtype) {
   const Eigen::Index tokens = weights.rows(), k = weights.cols(), h = x.cols();
   if (x.rows() != tokens * k || out.rows() != tokens || out.cols() != h ||
-      topk_ids.has_value() != expert_map.has_value() || (topk_ids && topk_ids->size() != tokens * k) ||
-      (residual && (residual->rows() != tokens || residual->cols() != h)))
+      topk_ids.has_value() != expert_map.has_value() || (topk_ids && topk_ids->size() != tokens * k))
     throw Error(str_cat("reference moe_mul_sum: inconsistent shapes: x ", x.rows(), "x", h, ", weights ", tokens, "x",
                         k, ", out ", out.rows(), "x", out.cols(), ", topk_ids ", topk_ids ? topk_ids->size() : -1,
-                        ", expert_map ", expert_map ? expert_map->size() : -1, ", residual ",
-                        residual ? residual->rows() : -1, "x", residual ? residual->cols() : -1));
+                        ", expert_map ", expert_map ? expert_map->size() : -1));
   auto counts = [&](Eigen::Index slot) {
     if (!expert_map) return true;
     const std::int64_t id = (*topk_ids)(slot);
@@ -25,11 +22,7 @@ void moe_mul_sum(const Eigen::Ref<const RowMatrixXf>& x, const Eigen::Ref<const 
   };
   Eigen::RowVectorXd acc(h);
   for (Eigen::Index t = 0; t < tokens; ++t) {
-    if (residual) {
-      acc = residual->row(t).cast<double>();
-    } else {
-      acc.setZero();
-    }
+    acc.setZero();
     for (Eigen::Index j = 0; j < k; ++j) {
       if (counts(t * k + j)) acc += static_cast<double>(weights(t, j)) * x.row(t * k + j).cast<double>();
     }

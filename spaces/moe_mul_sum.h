@@ -1,7 +1,6 @@
 // The runtime input space of moe_mul_sum under a config: T in [0, max batched tokens] (marks at
 // the tile heuristic's boundaries), K and H from the model, x and out in the activation dtype,
-// aligned or misaligned views, with EP an expert map with top-k ids of each index dtype, and with
-// a shared expert its output as the residual (the decode layer's lane joins there) or none.
+// aligned or misaligned views, and with EP an expert map with top-k ids of each index dtype.
 #pragma once
 
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
@@ -17,9 +16,7 @@ struct MoeMulSumSpace {
   // What used_by() and warmup_keys() read (spaces/projection.h).
   static ConfigProjection projection() {
     using F = ConfigField;
-    return {{fields_of({F::act_dtype, F::ep_size, F::index_dtypes, F::num_experts_per_tok, F::hidden_size,
-                        F::n_shared_experts}),
-             0,
+    return {{fields_of({F::act_dtype, F::ep_size, F::index_dtypes, F::num_experts_per_tok, F::hidden_size}), 0,
              &projection_tokens, kTritonBackend | kNvfp4Backend}};
   }
   // M as the value-class points of T in [1, M] and the kernel's token boundaries.
@@ -43,15 +40,13 @@ struct MoeMulSumSpace {
       a.expert_map = Tensor::meta(DType::i32, {experts}, d.align("expert_map", DType::i32));
     }
     a.out = Tensor::meta(dtype, {t, h}, d.align("out", dtype));
-    if (c.n_shared_experts > 0 && d.flag("has_residual")) a.residual = Tensor::meta(dtype, {t, h}, d.align("residual", dtype));
     return a;
   }
 
   // The top-k weighted sum of a batch's expert outputs into its hidden states (views of the
   // engine's per-token buffers). Without EP every expert is local and no map is passed; with EP
   // the combine runs with the rank's map (ids of each index dtype) or on outputs already
-  // restricted to local experts. With a shared expert a decode step adds its output (the layer's
-  // second lane) as the residual; prefill accumulates it elsewhere.
+  // restricted to local experts.
   static std::vector<Variant<Args>> replay(const ReplayContext& ctx) {
     const ModelConfig& c = ctx.config;
     const ServingBatch& b = ctx.batch;
@@ -68,12 +63,7 @@ struct MoeMulSumSpace {
         a.expert_map = Tensor::meta(DType::i32, {c.num_physical_experts()});
       }
       a.out = batch_view(c.act_dtype, {t, h}, off);
-      const std::string label = ids ? str_cat(ids_label(*ids), ", EP map of rank ", b.ep_rank) : std::string("no map");
-      out.push_back({label, a});
-      if (c.n_shared_experts > 0 && b.kind == BatchKind::decode) {
-        a.residual = batch_view(c.act_dtype, {t, h}, off);
-        out.push_back({label + ", shared-expert residual", a});
-      }
+      out.push_back({ids ? str_cat(ids_label(*ids), ", EP map of rank ", b.ep_rank) : std::string("no map"), a});
     }
     return out;
   }

@@ -123,16 +123,7 @@ BoundKey bind(const KernelDef& def, const LaunchSpec& spec) {
       throw BindError(str_cat("kernel '", def.name, "': param '", p.name, "' is declared ", kind_name(p.kind),
                               " but launch spec passes ", kind_name(a.kind)));
     switch (p.kind) {
-      case ParamKind::pointer:
-        key.params[i] = bind_pointer(p, a.tensor);
-        if (a.tensor == nullptr && !p.null_like.empty()) {
-          const int like = def.param_index(p.null_like);
-          if (like < 0 || like >= i || def.params[like].kind != ParamKind::pointer)
-            throw BindError(str_cat("kernel '", def.name, "': param '", p.name, "' binds a null as '", p.null_like,
-                                    "', which is no earlier pointer parameter"));
-          key.params[i].type = key.params[like].type;
-        }
-        break;
+      case ParamKind::pointer: key.params[i] = bind_pointer(p, a.tensor); break;
       case ParamKind::integer: key.params[i] = bind_integer(def, p, a.integer); break;
       case ParamKind::floating:
       case ParamKind::boolean:

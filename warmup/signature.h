@@ -36,10 +36,6 @@ struct Param {
   // field that says whether it was given. Like any key field that is no template parameter, it
   // changes device code: a GPU run with and without the tensor must show it.
   std::optional<DType> null_at_run_time = std::nullopt;
-  // With null_at_run_time: a missing tensor binds as the dtype of this earlier pointer parameter
-  // instead (an optional input of another parameter's dtype: moe_mul_sum's residual is out's), so
-  // calls with and without it share one binary for every dtype of that parameter.
-  std::string null_like = {};
 };
 
 // Compile-time parameters: integers (sizes, tiles, flags as 0/1).
@@ -58,12 +54,6 @@ inline Param out(std::string name, Specialize p = Specialize::specialize) {
 // An optional input the kernel tests for null at run time (Param::null_at_run_time).
 inline Param in_or_null(std::string name, DType none_type, Specialize p = Specialize::specialize) {
   return {std::move(name), ParamKind::pointer, p, false, none_type};
-}
-// The same, a missing tensor bound as the dtype the earlier pointer parameter `like` has.
-inline Param in_or_null_like(std::string name, std::string like, Specialize p = Specialize::specialize) {
-  Param r{std::move(name), ParamKind::pointer, p, false, DType::f32};
-  r.null_like = std::move(like);
-  return r;
 }
 inline Param integer(std::string name, Specialize p = Specialize::specialize) {
   return {std::move(name), ParamKind::integer, p, false};

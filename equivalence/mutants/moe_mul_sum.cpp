@@ -45,7 +45,6 @@ class WarmupTokensFromRep : public Base {
     a.weights = Tensor::meta(DType::f32, {t, kk});
     if (a.topk_ids) a.topk_ids = Tensor::meta(a.topk_ids->dtype(), {t, kk});
     a.out = Tensor::meta(a.out.dtype(), {t, h}, a.out.meta().align_offset);
-    if (a.residual) a.residual = Tensor::meta(a.residual->dtype(), {t, h}, a.residual->meta().align_offset);
     return a;
   }
 };
@@ -57,7 +56,6 @@ class WarmupOutBf16 : public Base {
   Args warmup_inputs(const CompileKey& k) const override {
     Args a = real().warmup_inputs(k);
     a.out = Tensor::meta(DType::bf16, {a.out.size(0), a.out.size(1)}, a.out.meta().align_offset);
-    if (a.residual) a.residual = Tensor::meta(DType::bf16, {a.out.size(0), a.out.size(1)}, a.residual->meta().align_offset);
     return a;
   }
 };
@@ -137,20 +135,6 @@ class WarmupMissesLargeTile : public Base {
     std::vector<CompileKey> keys;
     for (const auto& k : real().warmup_keys(c)) {
       if (k.get_int("block_m") != 4) keys.push_back(k);
-    }
-    return keys;
-  }
-};
-
-// Found while adding the residual (the decode layer's shared-expert output): warmup lists only calls
-// without it, so every decode layer's mul_sum would compile at serving time.
-class WarmupForgetsResidual : public Base {
- public:
-  using Base::Base;
-  std::vector<CompileKey> warmup_keys(const ModelConfig& c) const override {
-    std::vector<CompileKey> keys;
-    for (const auto& k : real().warmup_keys(c)) {
-      if (!k.get_bool("has_residual")) keys.push_back(k);
     }
     return keys;
   }
@@ -263,15 +247,6 @@ std::vector<Mutant> moe_mul_sum_mutants() {
        "",
        false,
        make_mutant<WarmupMissesLargeTile>()},
-      {"moe_mul_sum.warmup_forgets_residual",
-       k,
-       0,
-       "warmup_keys lists only calls without the residual (the decode layer's shared-expert output), so "
-       "every decode step's mul_sum misses",
-       {"P4"},
-       "",
-       false,
-       make_mutant<WarmupForgetsResidual>()},
       {"moe_mul_sum.key_holds_an_address",
        k,
        0,

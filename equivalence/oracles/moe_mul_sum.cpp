@@ -24,8 +24,7 @@ std::string MoeMulSumCase::label() const {
   return str_cat("T=", num_tokens, " K=", top_k, " H=", hidden, " ", dtype_name(dtype), "->", dtype_name(out_dtype),
                  aligned ? " aligned" : " misaligned",
                  ids_dtype ? str_cat(" map=", dtype_name(*ids_dtype), " E=", num_experts, " local=", num_local_experts)
-                           : std::string(" no-map"),
-                 residual ? " +residual" : "");
+                           : std::string(" no-map"));
 }
 
 Tolerance MoeMulSumOracle::tolerance(DType out_dtype) {
@@ -50,8 +49,6 @@ NumericCase MoeMulSumOracle::make_case(const MoeMulSumArgs& a, const ModelConfig
     p.num_experts = a.expert_map->size(0);
   }
   p.num_local_experts = std::min(config.num_local_experts(), p.num_experts);
-  p.residual = a.residual.has_value();
-  if (a.residual) p.aligned = p.aligned && a.residual->aligned16();
   p.seed = seed;
   return make_case(p, reference);
 }
@@ -79,11 +76,6 @@ NumericCase MoeMulSumOracle::make_case(const MoeMulSumCase& p, bool reference) {
     c.inputs.push_back(std::move(ids));
     c.inputs.push_back(std::move(map));
   }
-  if (p.residual) {
-    HostTensor r = HostTensor::zeros("residual", p.out_dtype, {t, h}, offset(p.out_dtype));
-    equivalence::fill_uniform(rng, r, -1, 1);
-    c.inputs.push_back(std::move(r));
-  }
   c.expected.push_back(HostTensor::zeros("out", p.out_dtype, {t, h}, offset(p.out_dtype)));
   if (reference) MoeMulSumOracle{}.compute_reference(c);
   return c;
@@ -109,11 +101,7 @@ void MoeMulSumOracle::compute_reference(NumericCase& c) const {
   if (ids) ids_ref.emplace(*ids), map_ref.emplace(*map);
 
   reference::RowMatrixXf result(t, h);
-  std::optional<reference::RowMatrixXf> residual;
-  std::optional<Eigen::Ref<const reference::RowMatrixXf>> residual_ref;
-  if (const HostTensor* r = c.find_input("residual")) residual_ref.emplace(residual.emplace(as_matrix(*r, t, h)));
-  reference::moe_mul_sum(as_matrix(x, t * k, h), as_matrix(w, t, k), ids_ref, map_ref, result, out.dtype,
-                         residual_ref);
+  reference::moe_mul_sum(as_matrix(x, t * k, h), as_matrix(w, t, k), ids_ref, map_ref, result, out.dtype);
   for (std::int64_t i = 0; i < t * h; ++i) out.set_float(i, result.data()[i]);
   c.tolerances["out"] = tolerance(out.dtype);
 }
@@ -127,7 +115,6 @@ MoeMulSumArgs MoeMulSumOracle::device_args(const NumericCase& c, DeviceTensors& 
     a.expert_map = dev.upload(c.input("expert_map"));
   }
   a.out = dev.poisoned(c.expected_output("out"));
-  if (const HostTensor* r = c.find_input("residual")) a.residual = dev.upload(*r);
   return a;
 }
 

@@ -20,7 +20,6 @@ struct MoeMulSumCase {
   std::optional<DType> ids_dtype;       // set: topk_ids (with -1 and out-of-range entries) and an expert map
   std::int64_t num_experts = 256;       // the map's length (global experts)
   std::int64_t num_local_experts = 32;  // experts the map makes local, chosen at random
-  bool residual = false;                // a residual input [T, H] in out's dtype, uniform in [-1, 1)
   std::uint64_t seed = 1;
 
   // "T=7 K=6 H=4096 bf16->bf16 aligned map=i32"

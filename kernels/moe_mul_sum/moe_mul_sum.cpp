@@ -21,14 +21,13 @@ std::int64_t vec_of(DType d) { return 16 / dtype_size(d); }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Keys without an expert map carry no ids_dtype (no ids reach the kernel), keys without a residual
-// no residual_aligned.
-CompileKey without_unused_fields(const CompileKey& key) {
-  const bool map = key.get_bool("has_expert_map"), residual = key.get_bool("has_residual");
+// Keys without an expert map carry no ids_dtype (no ids reach the kernel).
+CompileKey without_unused_ids_dtype(const CompileKey& key) {
+  if (key.get_bool("has_expert_map")) return key;
   std::vector<CompileKey::Field> fields;
   fields.reserve(key.fields().size());
   for (const auto& f : key.fields()) {
-    if ((map || f.first != "ids_dtype") && (residual || f.first != "residual_aligned")) fields.push_back(f);
+    if (f.first != "ids_dtype") fields.push_back(f);
   }
   return CompileKey(key.kernel(), std::move(fields));
 }
@@ -57,7 +56,6 @@ MoeMulSumTile moe_mul_sum_tile(std::int64_t num_tokens, DType x_dtype) {
 
 const KernelDef& MoeMulSum::kernel_def() {
   using param::in;
-  using param::in_or_null_like;
   using param::integer;
   using param::out;
   constexpr auto kNoSpec = Specialize::do_not_specialize;
@@ -70,8 +68,7 @@ const KernelDef& MoeMulSum::kernel_def() {
       // x and out: their alignment is a CompileKey field tested at run time by every binary
       // (moe_mul_sum.cuh), so it leaves the JitKey: dsv4-flash 16 -> 4 compiles.
       {in("x", kNoAlign), in("weights", kNoSpec), in("topk_ids", kNoSpec), in("expert_map", kNoSpec),
-       out("out", kNoAlign), in_or_null_like("residual", "out", kNoAlign), integer("num_tokens", kNoAlign),
-       integer("hidden"), integer("num_experts", kNoSpec)},
+       out("out", kNoAlign), integer("num_tokens", kNoAlign), integer("hidden"), integer("num_experts", kNoSpec)},
       &kernel_sources()});
   return def;
 }
@@ -93,13 +90,6 @@ std::vector<CompileKey> MoeMulSum::warmup_keys(const ModelConfig& config) const 
   if (config.ep_size > 1) {
     for (DType d : config.index_dtypes) map_rows.push_back({true, d});
   }
-  // The decode layer adds the shared expert's output here (its lane joins at mul_sum); prefill and
-  // configs without a shared expert pass none.
-  std::vector<std::vector<KeyValue>> residual_rows = {{false, false}};
-  if (config.n_shared_experts > 0) {
-    residual_rows.push_back({true, true});
-    residual_rows.push_back({true, false});
-  }
 
   std::vector<CompileKey> keys;
   for (DType dtype : dtypes) {
@@ -116,9 +106,8 @@ std::vector<CompileKey> MoeMulSum::warmup_keys(const ModelConfig& config) const 
                                        .zip({"has_expert_map", "ids_dtype"}, map_rows)
                                        .choices("x_aligned", {true, false})
                                        .choices("out_aligned", {true, false})
-                                       .zip({"has_residual", "residual_aligned"}, residual_rows)
                                        .zip({"num_tokens", "block_m", "block_k"}, batch_rows)
-                                       .map(without_unused_fields)
+                                       .map(without_unused_ids_dtype)
                                        .enumerate();
     keys.insert(keys.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
   }
@@ -157,12 +146,6 @@ void MoeMulSum::validate(const Args& a) const {
   checks::dense(kName, "out", a.out, 2);
   checks::dim_is(kName, "out", a.out, 0, t, "T from x");
   checks::dim_is(kName, "out", a.out, 1, h, "H from x");
-  if (a.residual) {
-    checks::dtype_in(kName, "residual", *a.residual, {a.out.dtype()});
-    checks::dense(kName, "residual", *a.residual, 2);
-    checks::dim_is(kName, "residual", *a.residual, 0, t, "T from x");
-    checks::dim_is(kName, "residual", *a.residual, 1, h, "H from x");
-  }
 }
 
 CompileKey MoeMulSum::dispatch(const Args& a) const {
@@ -177,8 +160,6 @@ CompileKey MoeMulSum::dispatch(const Args& a) const {
   if (a.topk_ids) f.emplace_back("ids_dtype", a.topk_ids->dtype());
   f.emplace_back("x_aligned", a.x.aligned16());
   f.emplace_back("out_aligned", a.out.aligned16());
-  f.emplace_back("has_residual", a.residual.has_value());
-  if (a.residual) f.emplace_back("residual_aligned", a.residual->aligned16());
   f.emplace_back("num_tokens", rep(t));
   f.emplace_back("block_m", tile.block_m);
   f.emplace_back("block_k", tile.block_k);
@@ -202,8 +183,6 @@ MoeMulSumArgs MoeMulSum::warmup_inputs(const CompileKey& key) const {
     a.expert_map = Tensor::meta(DType::i32, {kWarmupMapExperts});
   }
   a.out = Tensor::meta(out_dtype, {t, h}, offset(key.get_bool("out_aligned"), out_dtype));
-  if (key.get_bool("has_residual"))
-    a.residual = Tensor::meta(out_dtype, {t, h}, offset(key.get_bool("residual_aligned"), out_dtype));
   return a;
 }
 
@@ -216,7 +195,7 @@ LaunchSpec MoeMulSum::launch_spec(const Args& a) const {
   s.block = {static_cast<unsigned>(tile.block_k / vec_of(a.x.dtype())), 1, 1};
   s.constant("TOP_K", k).constant("BLOCK_M", tile.block_m).constant("BLOCK_K", tile.block_k);
   s.ptr("x", a.x).ptr("weights", a.weights).ptr("topk_ids", a.topk_ids).ptr("expert_map", a.expert_map);
-  s.ptr("out", a.out).ptr("residual", a.residual);
+  s.ptr("out", a.out);
   s.integer("num_tokens", t).integer("hidden", h).integer("num_experts", a.expert_map ? a.expert_map->size(0) : 0);
   return s;
 }
@@ -224,8 +203,7 @@ LaunchSpec MoeMulSum::launch_spec(const Args& a) const {
 std::string MoeMulSum::describe(const Args& a) const {
   auto opt = [](const std::optional<Tensor>& t) { return t ? t->meta().to_string() : std::string("none"); };
   return str_cat("x=", a.x.meta(), " weights=", a.weights.meta(), " topk_ids=", opt(a.topk_ids),
-                 " expert_map=", opt(a.expert_map), " out=", a.out.meta(),
-                 a.residual ? str_cat(" residual=", a.residual->meta()) : std::string());
+                 " expert_map=", opt(a.expert_map), " out=", a.out.meta());
 }
 
 }  // namespace warmkey

@@ -1,5 +1,4 @@
-// moe_mul_sum device template: out[t, h] = sum_j w[t, j] * x[t, j, h] (+ residual[t, h]), fp32
-// accumulation.
+// moe_mul_sum device template: out[t, h] = sum_j w[t, j] * x[t, j, h], fp32 accumulation.
 #pragma once
 
 #include "device/common.cuh"
@@ -18,8 +17,6 @@
 //   the id is checked before the map is read. Skipped slots are not loaded at all (0 * NaN would
 //   still poison the sum). The slot test is uniform across the block: no divergence.
 // - num_tokens_class == 1 makes the token loop a single iteration known at compile time.
-// - residual (null when absent: one binary for both) starts the fp32 sum: out is rounded once. It
-//   has out's dtype and joins the aligned test (vectors only when it is aligned too).
 namespace moe_mul_sum_detail {
 
 // The token loop of one thread's kVec columns; Vec: every x row and out row is read / written as
@@ -27,8 +24,8 @@ namespace moe_mul_sum_detail {
 template <class S, bool Vec>
 __device__ __forceinline__ void rows(const typename S::x_t* x, const typename S::weights_t* weights,
                                      const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
-                                     typename S::out_t* out, const typename S::residual_t* residual,
-                                     long long num_tok, long long h, long long col, long long num_experts) {
+                                     typename S::out_t* out, long long num_tok, long long h, long long col,
+                                     long long num_experts) {
   using x_t = typename S::x_t;
   using out_t = typename S::out_t;
   constexpr int kTopK = static_cast<int>(S::TOP_K);
@@ -59,12 +56,8 @@ __device__ __forceinline__ void rows(const typename S::x_t* x, const typename S:
     }
 
     float acc[kVec];
-    if (residual != nullptr) {
-      wk::load_floats<Vec>(residual + t * h + col, remaining, acc);
-    } else {
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) acc[v] = 0.0f;
-    }
+    for (int v = 0; v < kVec; ++v) acc[v] = 0.0f;
 #pragma unroll
     for (int j = 0; j < kTopK; ++j) {
       if (!take[j]) continue;
@@ -82,8 +75,7 @@ __device__ __forceinline__ void rows(const typename S::x_t* x, const typename S:
 template <class S>
 __global__ void moe_mul_sum_kernel(const typename S::x_t* x, const typename S::weights_t* weights,
                                    const typename S::topk_ids_t* topk_ids, const typename S::expert_map_t* expert_map,
-                                   typename S::out_t* out, const typename S::residual_t* residual,
-                                   typename S::num_tokens_t num_tokens,
+                                   typename S::out_t* out, typename S::num_tokens_t num_tokens,
                                    typename S::hidden_t hidden, typename S::num_experts_t num_experts) {
   wk::pdl_entry();  // KernelDef::pdl_wait: before any global memory access
   constexpr int kVec = wk::kVec16<typename S::x_t>;
@@ -95,9 +87,9 @@ __global__ void moe_mul_sum_kernel(const typename S::x_t* x, const typename S::w
   const long long col = (static_cast<long long>(blockIdx.y) * (S::BLOCK_K / kVec) + threadIdx.x) * kVec;
   if (col >= h) return;
 
-  // One uniform test picks the body: every base aligned (with hidden % 16 == 0) -> vectors.
-  if (kRowsAligned16 && wk::aligned16(x) && wk::aligned16(out) && (residual == nullptr || wk::aligned16(residual)))
-    moe_mul_sum_detail::rows<S, true>(x, weights, topk_ids, expert_map, out, residual, num_tok, h, col, num_experts);
+  // One uniform test picks the body: both bases aligned (with hidden % 16 == 0) -> vectors.
+  if (kRowsAligned16 && wk::aligned16(x) && wk::aligned16(out))
+    moe_mul_sum_detail::rows<S, true>(x, weights, topk_ids, expert_map, out, num_tok, h, col, num_experts);
   else
-    moe_mul_sum_detail::rows<S, false>(x, weights, topk_ids, expert_map, out, residual, num_tok, h, col, num_experts);
+    moe_mul_sum_detail::rows<S, false>(x, weights, topk_ids, expert_map, out, num_tok, h, col, num_experts);
 }

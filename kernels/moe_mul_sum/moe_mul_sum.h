@@ -1,5 +1,4 @@
-// moe_mul_sum contract: the top-k weighted sum of expert outputs, out[t, h] = sum_j w[t, j] * x[t, j, h]
-// (+ residual[t, h], the decode layer's shared-expert output, added before the one rounding).
+// moe_mul_sum contract: the top-k weighted sum of expert outputs, out[t, h] = sum_j w[t, j] * x[t, j, h].
 #pragma once
 
 #include <cstdint>
@@ -20,7 +19,6 @@ struct MoeMulSumArgs {
   std::optional<Tensor> topk_ids;    // [T, K] i32 | u32 | i64, contiguous; given with expert_map
   std::optional<Tensor> expert_map;  // [E] i32, contiguous: global expert -> local expert or -1
   Tensor out;                        // [T, H] f32 | f16 | bf16, contiguous
-  std::optional<Tensor> residual;    // [T, H] out's dtype, contiguous: added to the sum
 };
 
 // The tile the kernel runs for a batch: BLOCK_M tokens by BLOCK_K hidden elements per block.
@@ -47,9 +45,6 @@ inline constexpr std::int64_t kMoeMulSumTokenBoundaries[] = {32, 2048};
 //   has_expert_map        ids and map given; then also ids_dtype
 //   x_aligned, out_aligned  16-byte alignment of x and out (weights, ids and map are read
 //                         without vectors: do_not_specialize, so their alignment is not a key)
-//   has_residual          residual given (configs with a shared expert warm both); null at run
-//                         time otherwise, so no JitKey needs it; with it residual_aligned, tested at
-//                         run time like x's and out's
 //   block_m, block_k      the tile from moe_mul_sum_tile(T, dtype)
 class MoeMulSum : public Contract<MoeMulSumArgs> {
  public:

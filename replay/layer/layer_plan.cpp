@@ -359,11 +359,7 @@ class Planner {
       ms.expert_map = view("expert_map", {p});
     }
     ms.out = view("out", {t, h});
-    if (side) ms.residual = view("shared_out", {t, h});  // the shared expert's lane joins here
-    jit("mul_sum", ms,
-        side ? "unit weights: W2 applied the routed weight; + shared_out (the shared expert's lane joins)"
-             : "unit weights: W2 applied the routed weight");
-    if (side) plan_.steps.back().after = {"shared_w2"};
+    jit("mul_sum", ms, "unit weights: W2 applied the routed weight");
 
     if (c_.n_identity_experts > 0) {
       PlainOp op;
@@ -374,7 +370,16 @@ class Planner {
       op.n = h;
       plain("add_identity", op, "out += the zero-compute experts' share");
     }
-    if (!side && is > 0) {
+    if (side) {
+      PlainOp op;
+      op.kind = PlainOp::Kind::add;
+      op.a = "shared_out";
+      op.c = "out";
+      op.m = t;
+      op.n = h;
+      plain("add_shared", op, "out += shared_out (the shared expert's lane joins)");
+      plan_.steps.back().after = {"shared_w2"};
+    } else if (is > 0) {
       plain("shared_w2", shared_w2_op(true), "the shared expert's down GEMM, accumulated into out");
     }
     if (b.decode) mark_pdl();

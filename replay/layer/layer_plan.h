@@ -33,8 +33,8 @@
 //
 // Decode plans run the shared expert on a second lane (a stream of its own in the runner, a
 // parallel branch of the CUDA graph), beside the routed path: shared_w13 from the layer's start,
-// swiglu after it (the one launch for both), then shared_w2 into shared_out [T, H] while W2 runs;
-// mul_sum waits for it and adds shared_out as its residual (one rounding, no add step). The JIT steps of a
+// swiglu after it (the one launch for both), then shared_w2 into shared_out [T, H] while W2 and
+// mul_sum run, and a last step add_shared (out += shared_out, after shared_w2). The JIT steps of a
 // decode plan that follow another JIT step on their lane, with no wait on the other lane, launch
 // with programmatic dependent launch (their kernels wait on the device: KernelDef::pdl_wait). The
 // list order stays one valid sequential order: one stream may run the steps as listed.

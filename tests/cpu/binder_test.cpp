@@ -251,32 +251,6 @@ TEST(LaunchOptions, aPointerNullAtRunTimeSharesTheBinaryOfAPresentOne) {
             std::string::npos);
 }
 
-// Param::null_like: a missing optional input binds as an earlier pointer's dtype, so it shares the
-// binary of a present one of that dtype whatever the dtype (moe_mul_sum's residual follows out).
-TEST(LaunchOptions, aPointerNullLikeAnotherBindsAsThatPointersDtype) {
-  KernelDef d = make_def();
-  d.params.push_back(param::in_or_null_like("r_ptr", "x_ptr", Specialize::do_not_specialize));
-  const std::optional<Tensor> none;
-  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-    Tensor x = Tensor::meta(dt, {64});
-    Tensor r = Tensor::meta(dt, {64}, dtype_size(dt));
-    LaunchSpec with, without;
-    with.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5).ptr("r_ptr", r);
-    without.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5).ptr("r_ptr", none);
-    EXPECT_EQ(bind(d, with), bind(d, without)) << dtype_name(dt);
-  }
-  // Present in another dtype than x: another binary.
-  Tensor x = Tensor::meta(DType::f16, {64});
-  Tensor r = Tensor::meta(DType::f32, {64});
-  LaunchSpec a, b;
-  a.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5).ptr("r_ptr", r);
-  b.constant("BLOCK", 1).ptr("x_ptr", x).integer("n", 5).ptr("r_ptr", none);
-  EXPECT_NE(bind(d, a), bind(d, b));
-  // A name that is no earlier pointer is refused when a null is bound.
-  d.params.back().null_like = "n";
-  EXPECT_THROW(bind(d, b), BindError);
-}
-
 TEST(BinderErrors, arityAndKindMismatchesNameTheKernelAndParam) {
   KernelDef d = make_def();
   Tensor x = Tensor::meta(DType::f32, {64});

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "equivalence/kernel_table.h"
+#include "equivalence/shrink.h"
 #include "equivalence/verify.h"
 #include "spaces/byte_draw.h"
 
@@ -125,6 +126,20 @@ TEST(Shrinking, givesTheSmallestInputOfTheMissedBucket) {
   ASSERT_NE(v, nullptr) << r.to_text();
   expect_contains(v->input, "x=bf16[2049,6,4096]");
   expect_contains(v->found_by, "shrunk from");
+}
+
+// An integer drawn from its whole range (a leading byte >= 160) that fails above a mark shrinks to
+// the point next to the mark; single-byte steps alone stopped at d0 00 41 (2,080 tokens).
+TEST(Shrinking, movesARangeDrawOntoTheInterestingPointNextToTheMark) {
+  auto tokens = [](const std::vector<std::uint8_t>& bytes) {
+    warmkey::spaces::ByteDraw d(bytes);
+    return d.integer("num_tokens", 0, 8192, {32, 2048});
+  };
+  const std::vector<std::uint8_t> start = {255, 0, 69};  // 0x4500 of the range: 2,208 tokens
+  ASSERT_GT(tokens(start), 2048);
+  const std::vector<std::uint8_t> small =
+      equivalence::shrink_bytes(start, [&](const std::vector<std::uint8_t>& c) { return tokens(c) > 2048; });
+  EXPECT_EQ(tokens(small), 2049) << spaces::to_hex(small);
 }
 
 TEST(Seeds, aSeedReproducesItsRunAndStreamsDifferPerKernel) {

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <limits>
-#include <set>
 
 #include "kernels/moe_mul_sum/moe_mul_sum.h"
 #include "reference/moe_mul_sum.h"
@@ -13,7 +12,6 @@
 #include "tests/support/expect_rejected.h"
 #include "tests/support/mutants.h"
 #include "tests/support/numeric.h"
-#include "warmup/binder.h"
 #include "warmup/error.h"
 #include "warmup/host_dtype.h"
 
@@ -214,54 +212,7 @@ TEST(MoeMulSumKey, holdsDtypesAlignmentClassesAndTile) {
   a.out = Tensor::meta(DType::bf16, {2064, 4096}, 2);
   EXPECT_EQ(kKernel.dispatch(a).to_string(),
             "moe_mul_sum{dtype=bf16, out_dtype=bf16, top_k=6, hidden=16, has_expert_map=false, x_aligned=true, "
-            "out_aligned=false, has_residual=false, num_tokens=16, block_m=4, block_k=1024}");
-  a.residual = Tensor::meta(DType::bf16, {2064, 4096}, 2);
-  EXPECT_EQ(kKernel.dispatch(a).to_string(),
-            "moe_mul_sum{dtype=bf16, out_dtype=bf16, top_k=6, hidden=16, has_expert_map=false, x_aligned=true, "
-            "out_aligned=false, has_residual=true, residual_aligned=false, num_tokens=16, block_m=4, block_k=1024}");
-}
-
-// The residual (the decode layer's shared-expert output): out's dtype and shape, or a clear error
-// naming the field; warmed with and without it (aligned and not) exactly where a shared expert runs;
-// with or without it, one binary (null at run time, bound as out's dtype).
-TEST(MoeMulSumKey, residualIsCheckedWarmedAndSharesTheBinary) {
-  MoeMulSumArgs a = valid_args(5, 6, 4096);
-  a.residual = Tensor::meta(DType::f32, {5, 4096});
-  try {
-    kKernel.validate(a);
-    ADD_FAILURE() << "an f32 residual beside a bf16 out was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("residual"), std::string::npos) << e.what();
-  }
-  a.residual = Tensor::meta(DType::bf16, {4, 4096});
-  EXPECT_THROW(kKernel.validate(a), InputError);
-  a.residual = Tensor::meta(DType::bf16, {5, 4096});
-  EXPECT_NO_THROW(kKernel.validate(a));
-
-  for (const std::string& name : embedded_config_names()) {
-    const ModelConfig c = load_config(name);
-    std::set<std::string> modes;
-    for (const CompileKey& key : kKernel.warmup_keys(c)) {
-      const bool r = key.get_bool("has_residual");
-      modes.insert(r ? (key.get_bool("residual_aligned") ? "aligned" : "misaligned") : "none");
-      EXPECT_EQ(kKernel.warmup_inputs(key).residual.has_value(), r) << key;
-      EXPECT_EQ(kKernel.dispatch(kKernel.warmup_inputs(key)), key) << key;
-    }
-    const std::set<std::string> want = c.n_shared_experts > 0 ? std::set<std::string>{"aligned", "misaligned", "none"}
-                                                               : std::set<std::string>{"none"};
-    EXPECT_EQ(modes, want) << name;
-  }
-
-  MoeMulSumArgs with = valid_args(5, 6, 4096), without = with;
-  for (DType d : {DType::bf16, DType::f16, DType::f32}) {
-    with.x = Tensor::meta(d, {5, 6, 4096});
-    with.out = Tensor::meta(d, {5, 4096});
-    with.residual = Tensor::meta(d, {5, 4096}, dtype_size(d));
-    without = with;
-    without.residual.reset();
-    EXPECT_EQ(bind(kKernel.def(), kKernel.launch_spec(with)), bind(kKernel.def(), kKernel.launch_spec(without)))
-        << dtype_name(d);
-  }
+            "out_aligned=false, num_tokens=16, block_m=4, block_k=1024}");
 }
 
 TEST(MoeMulSumKey, warmupInputsNeverAskForStorageOrZeroSizes) {
