@@ -35,12 +35,12 @@ struct LayerRunOptions {
   std::int64_t image_tokens = 0;   // capped at T
   std::optional<DType> ids_dtype;  // default: the config's first index dtype
   std::uint64_t seed = 1;
-  int iterations = 10;             // timed repetitions after one checked run
-  bool graphs = true;              // decode rows: also capture the layer into a CUDA graph and replay it
-  bool side_stream = true;         // a decode plan's lane 1 on a stream of its own (else in list order)
-  bool pdl = true;                 // the plan's programmatic dependent launches (else plain stream order)
+  int iterations = 10;      // timed repetitions after one checked run
+  bool graphs = true;       // decode rows: also capture the layer into a CUDA graph and replay it
+  bool side_stream = true;  // a decode plan's lane 1 on a stream of its own (else in list order)
+  bool pdl = true;          // the plan's programmatic dependent launches (else plain stream order)
   LanePriority lane_priority = LanePriority::same;  // with side_stream: which lane is preferred
-  std::int64_t check_tokens = 16;  // token rows compared with the reference (0: none)
+  std::int64_t check_tokens = 16;                   // token rows compared with the reference (0: none)
   std::optional<std::filesystem::path> cache_dir;
   int jobs = 0;
   std::function<void(const std::string&)> log;
