@@ -433,8 +433,8 @@ void capture_and_replay(Device& dev, DeviceLayerTensors& tensors, const LayerPla
   // What each part of the scheduling brings: the layer captured again without the programmatic
   // dependent launches, and on one stream without them, each timed like the graph above (the
   // GPU tests check both schedules' results: tests/gpu/moe_layer_gpu_test.cpp).
-  auto time_variant = [&](Stream side, bool pdl, Stream capture_on = nullptr) {
-    const Stream main = capture_on != nullptr ? capture_on : stream;
+  // Captured from `main` (its priority kept per node), replayed on the run's stream.
+  auto time_variant = [&](Stream main, Stream side, bool pdl) {
     Lanes variant(dev, plan, main, side, pdl);
     Graph v = dev.capture(main, [&] { run_layer_steps(plan, tensors, rt, dev, variant); });
     double ms = 0;
@@ -443,16 +443,16 @@ void capture_and_replay(Device& dev, DeviceLayerTensors& tensors, const LayerPla
     for (int it = 0; it < o.iterations; ++it) ms += dev.time_ms(stream, [&] { v.launch(stream); }) / o.iterations;
     return ms;
   };
-  if (lanes.pdl) g.no_pdl_ms = time_variant(lanes.side, false);
-  if (lanes.pdl || lanes.side != nullptr) g.one_stream_ms = time_variant(nullptr, false);
+  if (lanes.pdl) g.no_pdl_ms = time_variant(stream, lanes.side, false);
+  if (lanes.pdl || lanes.side != nullptr) g.one_stream_ms = time_variant(stream, nullptr, false);
   // Which lane the block scheduler should prefer: each kernel node keeps its capture stream's
   // priority (Device::end_capture), so the variant is the same graph with one lane's stream raised.
   if (lanes.side != nullptr && o.lane_priority == LanePriority::same) {
     const StreamPriorities pr = dev.stream_priorities();
     if (pr.greatest != pr.least) {
       ScopedStream high_main(dev, pr.greatest), high_side(dev, pr.greatest);
-      g.side_first_ms = time_variant(high_side.get(), lanes.pdl);
-      g.main_first_ms = time_variant(lanes.side, lanes.pdl, high_main.get());
+      g.side_first_ms = time_variant(stream, high_side.get(), lanes.pdl);
+      g.main_first_ms = time_variant(high_main.get(), lanes.side, lanes.pdl);
     }
   }
 }
