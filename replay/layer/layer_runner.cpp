@@ -599,6 +599,9 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
     report.rows.push_back(std::move(row));
   }
   report.runtime_compiles += rt.monitor().counters(Phase::runtime).compiles;
+  // cuBLAS measured faster than fused_moe as one expert and no slower than cuBLASLt for these
+  // GEMMs (docs/PERFORMANCE.md, "The layer's shared expert through cuBLASLt").
+  if (c.n_shared_experts > 0 && Cublas::instance().available()) report.dense_gemm = "cublasGemmEx";
   return report;
 }
 
@@ -614,7 +617,9 @@ bool LayerRunReport::ok() const {
 
 std::string LayerRunReport::to_text() const {
   std::ostringstream os;
-  os << "warmkey layer: config " << config << ", backend " << backend << ", device " << device << "\n";
+  os << "warmkey layer: config " << config << ", backend " << backend << ", device " << device;
+  if (!dense_gemm.empty()) os << ", shared expert on " << dense_gemm;
+  os << "\n";
   os << "warmup " << warmup_keys << " keys (" << compiled << " compiled); runtime compiles " << runtime_compiles
      << "\n\n";
   char line[256];
@@ -674,6 +679,7 @@ nlohmann::json LayerRunReport::to_json() const {
   j["config"] = config;
   j["backend"] = backend;
   j["device"] = device;
+  j["dense_gemm"] = dense_gemm;
   j["warmup_keys"] = warmup_keys;
   j["compiled"] = compiled;
   j["runtime_compiles"] = runtime_compiles;

@@ -97,6 +97,8 @@ struct LayerRunRow {
 
 struct LayerRunReport {
   std::string config, backend, device;
+  // What ran the shared expert's dense GEMMs: "cublasGemmEx" (empty without a shared expert).
+  std::string dense_gemm;
   std::size_t warmup_keys = 0, compiled = 0;
   std::int64_t runtime_compiles = 0;
   std::int64_t capture_refusals = 0;  // over every row's capture: must be 0

@@ -99,6 +99,9 @@ TEST(MoeLayerGpu, tinyMatchesTheReferenceWithEitherLanePreferred) {
   o.lane_priority = LanePriority::same;
   const LayerRunReport r = run_layer(o);
   ASSERT_TRUE(r.ok()) << r.to_text();
+  // The shared expert's GEMMs name their library.
+  EXPECT_EQ(r.dense_gemm, "cublasGemmEx");
+  EXPECT_NE(r.to_text().find("shared expert on cublasGemmEx"), std::string::npos);
   for (const LayerRunRow& row : r.rows) {
     EXPECT_GT(row.graph.side_first_ms, 0) << row.tokens;
     EXPECT_GT(row.graph.main_first_ms, 0) << row.tokens;
