@@ -601,7 +601,8 @@ LayerRunReport run_layer(const LayerRunOptions& o) {
   report.runtime_compiles += rt.monitor().counters(Phase::runtime).compiles;
   // cuBLAS measured faster than fused_moe as one expert and no slower than cuBLASLt for these
   // GEMMs (docs/PERFORMANCE.md, "The layer's shared expert through cuBLASLt").
-  if (c.n_shared_experts > 0 && Cublas::instance().available()) report.dense_gemm = "cublasGemmEx";
+  // (A layer with a shared expert has already refused to run without cuBLAS.)
+  if (c.n_shared_experts > 0) report.dense_gemm = "cublasGemmEx";
   return report;
 }
 
